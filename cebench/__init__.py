@@ -1,0 +1,11 @@
+"""cebench: what a cross-entropy-over-vocabulary implementation really costs.
+
+Peak memory and step time of loss (and sampling) implementations over a vocabulary,
+swept over batch, context, vocabulary, hidden size and chunk size.
+"""
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("cebench")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0+unknown"

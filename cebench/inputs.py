@@ -1,0 +1,47 @@
+"""Inputs of one measured point: hidden states, tied output weight and targets."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from cebench.config import Config
+
+SEED = 0
+
+
+@dataclass
+class Inputs:
+    """`h` (N, d_model) and `weight` (vocab, d_model), both ~ Normal(0, 1/d_model) in the
+    config's dtype; `targets` (N,) int64 uniform in [0, vocab)."""
+
+    h: torch.Tensor
+    weight: torch.Tensor
+    targets: torch.Tensor
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return (self.h, self.weight, self.targets)
+
+
+def make(config: Config, device: str | torch.device | None = None, requires_grad: bool = True) -> Inputs:
+    """Deterministic inputs for `config` (fixed seed), on `device` (default: the config's)."""
+    device = torch.device(device if device is not None else config.device)
+    gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
+    std = 1.0 / math.sqrt(config.d_model)
+    n = config.tokens
+
+    def normal(*shape: int) -> torch.Tensor:
+        if device.type == "meta":
+            t = torch.empty(*shape, dtype=config.torch_dtype, device=device)
+        else:
+            t = (torch.randn(*shape, generator=gen, device=device) * std).to(config.torch_dtype)
+        return t.requires_grad_(requires_grad)
+
+    h = normal(n, config.d_model)
+    weight = normal(config.vocab, config.d_model)
+    if device.type == "meta":
+        targets = torch.empty(n, dtype=torch.long, device=device)
+    else:
+        targets = torch.randint(0, config.vocab, (n,), generator=gen, device=device)
+    return Inputs(h, weight, targets)

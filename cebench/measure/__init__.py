@@ -1,0 +1,1 @@
+"""Probes: peak memory (`memory`) and step time (`timing`)."""

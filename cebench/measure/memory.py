@@ -1,0 +1,109 @@
+"""Peak-memory probes for one step.
+
+CUDA: the caching allocator's own statistics (`max_memory_allocated`).
+CPU: the allocator's allocation and free events recorded by `torch.profiler`
+(`profile_memory=True`); their running sum in time order is the live byte count. These
+events come from c10's allocator, so they also see allocations made inside
+`torch.compile`d code (a `TorchDispatchMode` tracker would not).
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+CUDA_METHOD = "cuda-max-memory-allocated"
+CPU_METHOD = "cpu-allocator-events"
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """Bytes live before the step (`base_bytes`) and at its highest point (`peak_bytes`)."""
+
+    base_bytes: int
+    peak_bytes: int
+    method: str
+
+    @property
+    def peak_delta_bytes(self) -> int:
+        """What the step itself adds on top of what was live before it (bytes)."""
+        return self.peak_bytes - self.base_bytes
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind `tensors` (views share one storage)."""
+    seen: dict[tuple[str, int], int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        seen[(str(t.device), storage.data_ptr())] = storage.nbytes()
+    return sum(seen.values())
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2: kineto prints a line when a profiler starts and stops."""
+    with open(os.devnull, "w") as devnull:
+        saved = os.dup(2)
+        try:
+            os.dup2(devnull.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def allocation_events(step: Callable[[], object]) -> list[int]:
+    """Signed sizes (bytes; + alloc, − free) of every CPU allocator event during `step()`,
+    in time order."""
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():
+        prof.start()
+    try:
+        step()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    events.sort(key=lambda e: e.start_ns())  # stable: same-timestamp events keep their order
+    return [e.nbytes() for e in events]
+
+
+def running_peak(sizes: Iterable[int]) -> int:
+    """Highest running sum of signed allocation sizes, never below 0 (bytes)."""
+    live = peak = 0
+    for size in sizes:
+        live += size
+        peak = max(peak, live)
+    return peak
+
+
+def cpu_peak(step: Callable[[], object], live: Iterable[torch.Tensor]) -> MemoryReading:
+    """Peak of one CPU step from allocator events. `base_bytes` is the storage held by
+    `live` (the step's inputs) when it starts."""
+    gc.collect()
+    base = storage_bytes(live)
+    return MemoryReading(base, base + running_peak(allocation_events(step)), CPU_METHOD)
+
+
+def cuda_peak(step: Callable[[], object]) -> MemoryReading:
+    """Peak of one CUDA step from the caching allocator's statistics (all tensors on the
+    current device count, inputs included)."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return MemoryReading(base, torch.cuda.max_memory_allocated(), CUDA_METHOD)
+
+
+def measure_peak(step: Callable[[], object], device: str, live: Iterable[torch.Tensor]) -> MemoryReading:
+    """Peak memory of one `step()` on `device` ('cpu' or 'cuda')."""
+    return cuda_peak(step) if device == "cuda" else cpu_peak(step, live)

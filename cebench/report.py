@@ -1,0 +1,90 @@
+"""The results table: variants of one config grouped together, with ratios to the
+workload's baseline (`dense`). Built from a results DataFrame, so `sweep` and `show`
+render the same thing."""
+from __future__ import annotations
+
+import pandas as pd
+from rich.table import Table
+from rich.text import Text
+
+from cebench.units import format_bytes, format_ms, format_ms_range
+from cebench.workloads import BASELINE
+
+SHAPE = ["workload", "device", "dtype", "batch", "context", "vocab", "d_model"]
+_STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "red", "unsupported": "yellow"}
+
+
+def _value(x: object) -> float | None:
+    return None if pd.isna(x) else float(x)
+
+
+def _ratio(value: float | None, base: float | None) -> Text:
+    if value is None or not base:
+        return Text("–", style="dim")
+    r = value / base
+    style = "green" if r < 0.95 else "red" if r > 1.05 else ""
+    return Text(f"{r:.2f}×", style=style)
+
+
+def _baseline_row(group: pd.DataFrame, workload: str) -> pd.Series | None:
+    rows = group[(group["variant"] == BASELINE.get(workload)) & (group["status"] == "ok")]
+    return None if rows.empty else rows.iloc[-1]
+
+
+def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
+    """A rich table of `frame` (a results CSV's rows): one block per shape, one row per
+    variant and ce_chunk, memory in binary units, times as median with the p25–p75 spread."""
+    multi_dtype = frame[["device", "dtype"]].drop_duplicates().shape[0] > 1
+    table = Table(title=title, header_style="bold", title_justify="left")
+    table.add_column("b×ctx", justify="right")
+    table.add_column("vocab", justify="right")
+    table.add_column("d_model", justify="right")
+    if multi_dtype:
+        table.add_column("device\ndtype")
+    table.add_column("variant")
+    table.add_column("ce_chunk", justify="right")
+    table.add_column("peak Δ", justify="right")
+    table.add_column("vs\ndense", justify="right")
+    table.add_column("peak\n(abs)", justify="right")
+    table.add_column("time\nmedian", justify="right")
+    table.add_column("p25–p75", justify="right", style="dim", no_wrap=True)
+    table.add_column("vs\ndense", justify="right")
+    table.add_column("tokens/s", justify="right")
+    table.add_column("compile", justify="right")
+    table.add_column("status")
+    groups = list(frame.groupby(SHAPE, sort=False, dropna=False))
+    for gi, (key, group) in enumerate(groups):
+        workload, device, dtype, batch, context, vocab, d_model = key
+        base = _baseline_row(group, workload)
+        base_mem = None if base is None else _value(base["peak_delta_bytes"])
+        base_time = None if base is None else _value(base["time_ms_median"])
+        for ri, (_, row) in enumerate(group.iterrows()):
+            first = ri == 0
+            mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
+            p25, p75 = _value(row["time_ms_p25"]), _value(row["time_ms_p75"])
+            tps, compile_s = _value(row["tokens_per_s"]), _value(row["compile_s"])
+            status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
+            if row["status"] != "ok" and row["error"]:
+                status.append(f" {row['error'][:60]}", style="dim")
+            cells: list[object] = [
+                f"{batch}×{context}" if first else "",
+                f"{vocab:,}" if first else "",
+                f"{d_model:,}" if first else "",
+            ]
+            if multi_dtype:
+                cells.append(f"{device} {dtype}" if first else "")
+            cells += [
+                row["variant"],
+                "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
+                format_bytes(mem),
+                _ratio(mem, base_mem),
+                format_bytes(_value(row["peak_bytes"])),
+                format_ms(time_ms),
+                format_ms_range(p25, p75, time_ms),
+                _ratio(time_ms, base_time),
+                "–" if tps is None else f"{tps:,.0f}",
+                "–" if compile_s is None else f"{compile_s:.1f} s",
+                status,
+            ]
+            table.add_row(*cells, end_section=ri == len(group) - 1 and gi < len(groups) - 1)
+    return table

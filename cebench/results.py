@@ -1,0 +1,166 @@
+"""The results CSV: its schema (a public interface), incremental writing, loading.
+
+One row per measured point, written and flushed as soon as it is measured, so an
+interrupted sweep keeps every finished row. Files are append-only: an existing file is
+appended to only when its header is exactly this schema.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import pandas as pd
+
+from cebench.errors import UsageError
+
+STATUSES = ("ok", "oom", "error", "unsupported")
+
+
+@dataclass
+class Result:
+    """One CSV row. Bytes are bytes, times milliseconds (`compile_s` seconds); None is an
+    empty cell (a measurement that was not taken, or `ce_chunk` of a non-chunking variant)."""
+
+    variant: str
+    workload: str
+    device: str
+    device_name: str
+    dtype: str
+    batch: int
+    context: int
+    tokens: int
+    vocab: int
+    d_model: int
+    ce_chunk: int | None
+    status: str
+    error: str
+    peak_bytes: int | None
+    base_bytes: int | None
+    peak_delta_bytes: int | None
+    mem_method: str
+    time_ms_median: float | None
+    time_ms_p25: float | None
+    time_ms_p75: float | None
+    time_ms_min: float | None
+    repeats: int | None
+    tokens_per_s: float | None
+    compile_s: float | None
+    logits_fp32_bytes: int
+    lower_bound_bytes: int
+    torch_version: str
+    cebench_version: str
+    threads: int
+    timestamp: str
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
+KEY_COLUMNS = ("variant", "workload", "device", "dtype", "batch", "context", "vocab", "d_model", "ce_chunk")
+INT_COLUMNS = ("batch", "context", "tokens", "vocab", "d_model", "ce_chunk", "peak_bytes", "base_bytes",
+               "peak_delta_bytes", "repeats", "logits_fp32_bytes", "lower_bound_bytes", "threads")
+FLOAT_COLUMNS = ("time_ms_median", "time_ms_p25", "time_ms_p75", "time_ms_min", "tokens_per_s", "compile_s")
+REQUIRED_VALUES = ("variant", "workload", "device", "dtype", "batch", "context", "tokens", "vocab", "d_model", "status")
+
+
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value
+
+
+class ResultWriter:
+    """Appends rows to a CSV, flushing each one. A new file gets the header; an existing
+    one must already have exactly this header (else `UsageError`, file untouched)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        check_appendable(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists() or path.stat().st_size == 0
+        self._file = path.open("a", newline="")
+        self._writer = csv.writer(self._file)
+        if new:
+            self._writer.writerow(COLUMNS)
+            self._file.flush()
+
+    def write(self, result: Result) -> None:
+        self._writer.writerow([_cell(v) for v in asdict(result).values()])
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> ResultWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_appendable(path: Path) -> None:
+    """Raise `UsageError` unless `path` is absent, empty, or a CSV with this exact header."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a CSV file")
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open(newline="") as f:
+        header = next(csv.reader(f), [])
+    if tuple(header) != COLUMNS:
+        raise UsageError(f"{path} exists and is not a cebench results CSV with this version's columns; "
+                         "choose another --out")
+
+
+def load(path: Path) -> pd.DataFrame:
+    """Read and validate a results CSV: integer columns as nullable Int64, floats as
+    float64. Raises `UsageError` naming the problem for a missing, empty or malformed file."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    text = path.read_text()
+    if not text.strip():
+        raise UsageError(f"{path}: the file is empty")
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise UsageError(f"{path}: missing column(s) {', '.join(missing)}")
+    if frame.empty:
+        raise UsageError(f"{path}: the file has a header but no rows")
+    for column in REQUIRED_VALUES:
+        blank = frame.index[frame[column].str.strip() == ""]
+        if len(blank):
+            raise UsageError(f"{path}: row {blank[0] + 2}: column '{column}' is empty")
+    for column in INT_COLUMNS + FLOAT_COLUMNS:
+        raw = frame[column].str.strip()
+        numbers = pd.to_numeric(raw.replace("", None), errors="coerce")
+        bad = raw[(raw != "") & numbers.isna()]
+        if len(bad):
+            raise UsageError(f"{path}: row {bad.index[0] + 2}: column '{column}' has non-numeric value "
+                             f"'{bad.iloc[0]}'")
+        if column in INT_COLUMNS and ((numbers.dropna() % 1) != 0).any():
+            raise UsageError(f"{path}: column '{column}' must hold whole numbers")
+        frame[column] = numbers
+    unknown = sorted(set(frame["status"]) - set(STATUSES))
+    if unknown:
+        raise UsageError(f"{path}: column 'status' has unknown value(s) {', '.join(unknown)} "
+                         f"(expected {', '.join(STATUSES)})")
+    return _typed(frame)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns as nullable Int64, float columns as float64, the rest as text."""
+    frame = frame.copy()
+    for column in INT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in FLOAT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    return frame
+
+
+def to_frame(results: list[Result]) -> pd.DataFrame:
+    """Results as the DataFrame `load` would return for their CSV."""
+    return _typed(pd.DataFrame([asdict(r) for r in results], columns=list(COLUMNS)))

@@ -1,0 +1,120 @@
+"""Runs one `Config` and returns its `Result`: warm-up, memory pass, timing pass.
+
+Failure is data: out-of-memory → status 'oom', any other exception → 'error', a variant
+that cannot run here → 'unsupported'; every non-ok row says why in `error`.
+"""
+from __future__ import annotations
+
+import gc
+import platform
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import torch
+
+import cebench
+from cebench import inputs as inputs_mod
+from cebench import variants
+from cebench.config import Config
+from cebench.measure.memory import MemoryReading, measure_peak
+from cebench.measure.timing import Timing, time_once, time_steps
+from cebench.results import Result
+from cebench.workloads import lower_bound_bytes, logits_fp32_bytes, make_step
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How each point is measured: `warmup` untimed steps (≥ 1; compilation happens in
+    the first), then `repeats` individually timed steps."""
+
+    warmup: int
+    repeats: int
+
+
+def device_name(device: str) -> str:
+    """The GPU's name, or the CPU's model name where the OS tells it."""
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for CUDA out-of-memory and the CPU allocator's failure to allocate."""
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
+def describe(exc: BaseException, limit: int = 300) -> str:
+    """'ExcType: first line of the message', at most `limit` characters."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def free_memory(device: str) -> None:
+    """Collect garbage and return cached device blocks (called outside `except` blocks,
+    where the traceback would still pin the failed step's tensors)."""
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing, float]:
+    variant = variants.get(config.variant)
+    fn = variant.build()
+    inputs = inputs_mod.make(config)
+    step = make_step(config.workload, fn, inputs, config.ce_chunk)
+    first_ms = 0.0
+    for i in range(settings.warmup):
+        step.prepare()
+        ms = time_once(step.run, config.device)
+        first_ms = ms if i == 0 else first_ms
+    step.prepare()
+    memory = measure_peak(step.run, config.device, inputs.tensors())
+    timing = time_steps(step.run, step.prepare, config.device, settings.repeats)
+    return memory, timing, first_ms
+
+
+def run(config: Config, settings: Settings) -> Result:
+    """Measure `config`; never raises for a failure of the step itself."""
+    result = Result(
+        variant=config.variant, workload=config.workload, device=config.device,
+        device_name=device_name(config.device), dtype=config.dtype, batch=config.batch,
+        context=config.context, tokens=config.tokens, vocab=config.vocab, d_model=config.d_model,
+        ce_chunk=config.ce_chunk, status="ok", error="", peak_bytes=None, base_bytes=None,
+        peak_delta_bytes=None, mem_method="", time_ms_median=None, time_ms_p25=None,
+        time_ms_p75=None, time_ms_min=None, repeats=None, tokens_per_s=None, compile_s=None,
+        logits_fp32_bytes=logits_fp32_bytes(config), lower_bound_bytes=lower_bound_bytes(config),
+        torch_version=torch.__version__, cebench_version=cebench.__version__,
+        threads=torch.get_num_threads(), timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    reason = variants.get(config.variant).unsupported_reason(config.device)
+    if reason:
+        result.status, result.error = "unsupported", reason
+        return result
+    outcome: tuple[MemoryReading, Timing, float] | None = None
+    try:
+        outcome = _measure(config, settings)
+    except Exception as exc:  # failure is data: classify, record, and move on
+        result.status = "oom" if is_oom(exc) else "error"
+        result.error = describe(exc)
+    free_memory(config.device)
+    if outcome is None:
+        return result
+    memory, timing, first_ms = outcome
+    result.peak_bytes, result.base_bytes = memory.peak_bytes, memory.base_bytes
+    result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
+    result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
+    result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
+    result.repeats = timing.repeats
+    result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
+    if variants.get(config.variant).compiled:
+        result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
+    return result

@@ -1,0 +1,63 @@
+"""Human-readable units for bytes and durations, and parsing of byte sizes."""
+from __future__ import annotations
+
+import re
+
+from cebench.errors import UsageError
+
+_BINARY = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+
+
+def _sig3(x: float) -> str:
+    """Three significant digits, trailing zeros kept: 7 → '7.00', 589 → '589'."""
+    return f"{x:#.3g}".rstrip(".")
+
+
+def format_bytes(n: float | None) -> str:
+    """`n` bytes as B/KiB/MiB/GiB/TiB with three significant digits; '–' for None."""
+    if n is None:
+        return "–"
+    for unit, scale in _BINARY:
+        if abs(n) >= scale:
+            return f"{_sig3(n / scale)} {unit}"
+    return f"{n:.0f} B"
+
+
+def _time_unit(ms: float) -> tuple[str, float]:
+    if ms >= 1000:
+        return "s", 1e-3
+    if ms >= 1:
+        return "ms", 1.0
+    return "µs", 1e3
+
+
+def format_ms(ms: float | None) -> str:
+    """A duration given in milliseconds, as µs, ms or s; '–' for None."""
+    if ms is None:
+        return "–"
+    unit, scale = _time_unit(ms)
+    return f"{_sig3(ms * scale)} {unit}"
+
+
+def format_ms_range(low: float | None, high: float | None, like: float | None) -> str:
+    """'low–high' in the unit `format_ms(like)` chose (all in milliseconds)."""
+    if low is None or high is None or like is None:
+        return "–"
+    _, scale = _time_unit(like)
+    return f"{_sig3(low * scale)}–{_sig3(high * scale)}"
+
+
+def parse_bytes(text: str) -> int:
+    """'80GiB', '80 GB', '512MiB', '1e9' → bytes. Decimal (GB) and binary (GiB) units differ."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise UsageError(f"'{text}' is not a byte size (examples: 80GiB, 40GB, 512MiB)")
+    value = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+    if value <= 0:
+        raise UsageError(f"'{text}' must be a positive byte size")
+    return int(value)

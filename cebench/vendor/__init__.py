@@ -1,0 +1,1 @@
+"""Vendored systems under test (unmodified third-party code)."""

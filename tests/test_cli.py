@@ -1,0 +1,93 @@
+"""The installed entry point: a CSV with every documented column, clean errors on bad input."""
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cebench.results import COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+CEBENCH = Path(sys.executable).parent / "cebench"
+SMALL = ["--device", "cpu", "--batch", "1,2", "--context", "32", "--vocab", "1000", "--d-model", "16",
+         "--ce-chunk", "16", "--variant", "dense,chunked", "--repeats", "2"]
+
+
+def cebench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CEBENCH), *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_entry_point_writes_every_documented_column(tmp_path):
+    out = tmp_path / "r.csv"
+    proc = cebench("sweep", *SMALL, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    with out.open() as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == COLUMNS
+        rows = list(reader)
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert all(int(r["peak_delta_bytes"]) > 0 and float(r["time_ms_median"]) > 0 for r in rows)
+    assert "dense" in proc.stdout and "peak Δ" in proc.stdout and str(out) in proc.stdout
+    readme = (ROOT / "README.md").read_text()
+    undocumented = [c for c in COLUMNS if not re.search(rf"`{c}`", readme)]
+    assert not undocumented, f"README does not document {undocumented}"
+
+
+def test_existing_csv_is_appended_to(tmp_path):
+    out = tmp_path / "r.csv"
+    for _ in range(2):
+        assert cebench("sweep", *SMALL, "--variant", "dense", "--batch", "1", "--out", str(out)).returncode == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and lines[0] == ",".join(COLUMNS)
+
+
+def test_python_dash_m_works():
+    proc = subprocess.run([sys.executable, "-m", "cebench", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("cebench ")
+
+
+BAD = [
+    (["--batch", "0"], "--batch: 0 must be a positive integer"),
+    (["--context", "-4"], "--context: -4 must be a positive integer"),
+    (["--vocab", "5k"], "--vocab: '5k' is not an integer"),
+    (["--ce-chunk", "0"], "--ce-chunk: 0 must be a positive integer"),
+    (["--variant", "dense,nope"], "--variant: unknown 'nope'"),
+    (["--dtype", "fp8"], "--dtype: 'fp8' is not one of fp32, bf16, fp16"),
+    (["--repeats", "0"], "--warmup and --repeats must be at least 1"),
+    (["--device", "tpu"], "--device: 'tpu' is not one of auto, cpu, cuda"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD)
+def test_bad_input_is_one_line_exit_2_and_leaves_results_untouched(tmp_path, args, message):
+    out = tmp_path / "r.csv"
+    out.write_text("precious\n")
+    proc = cebench("sweep", *SMALL, *args, "--out", str(out))
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert out.read_text() == "precious\n"
+
+
+def test_foreign_csv_is_never_clobbered(tmp_path):
+    out = tmp_path / "r.csv"
+    out.write_text("a,b\n1,2\n")
+    proc = cebench("sweep", *SMALL, "--out", str(out))
+    assert proc.returncode == 2 and "not a cebench results CSV" in proc.stderr
+    assert out.read_text() == "a,b\n1,2\n"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_device_cuda_without_gpu_is_a_usage_error():
+    proc = cebench("sweep", "--device", "cuda")
+    assert proc.returncode == 2 and "no CUDA GPU is visible" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["sweep"]])
+def test_help(command):
+    proc = cebench(*command, "--help")
+    assert proc.returncode == 0 and "Usage" in proc.stdout
