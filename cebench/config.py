@@ -8,6 +8,7 @@ import torch
 
 from cebench import variants
 from cebench.errors import UsageError
+from cebench.workloads import LOSS, WORKLOADS
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float": "fp32"}
@@ -18,7 +19,7 @@ class Config:
     """One measured point: a variant at one shape, dtype, device and chunk size.
 
     `tokens` = batch × context rows of hidden states (N). `ce_chunk` is None for
-    variants that do not chunk.
+    variants that do not chunk. `temperature` is used by the sample workload only.
     """
 
     variant: str
@@ -30,6 +31,7 @@ class Config:
     vocab: int
     d_model: int
     ce_chunk: int | None
+    temperature: float = 0.9
 
     @property
     def tokens(self) -> int:
@@ -103,6 +105,34 @@ def parse_ints(text: str, option: str) -> tuple[int, ...]:
     return tuple(values)
 
 
+def check_vocab(vocab: tuple[int, ...], option: str = "--vocab") -> tuple[int, ...]:
+    """A vocabulary needs at least two tokens: with one there is nothing to predict."""
+    if min(vocab) < 2:
+        raise UsageError(f"{option}: {min(vocab)} is too small (a vocabulary needs at least 2 tokens)")
+    return vocab
+
+
+def check_temperature(temperature: float) -> float:
+    """Sampling temperature must be a positive, finite number."""
+    if not 0 < temperature < float("inf"):
+        raise UsageError(f"--temperature: {temperature} must be positive")
+    return temperature
+
+
+def select_variants(variant: str | None, workload: str | None) -> tuple[str, ...]:
+    """--variant and --workload → variant names. Without --variant: every variant of the
+    chosen workloads (default: loss). Variants named explicitly must belong to them."""
+    workloads = parse_names(workload, list(WORKLOADS), "--workload") if workload else None
+    if variant is None:
+        return tuple(n for w in (workloads or (LOSS,)) for n in variants.names(w))
+    chosen = parse_names(variant, variants.names(), "--variant")
+    if workloads is not None:
+        stray = [n for n in chosen if variants.get(n).workload not in workloads]
+        if stray:
+            raise UsageError(f"--variant: {', '.join(stray)} is not a {'/'.join(workloads)} variant")
+    return chosen
+
+
 def parse_names(text: str, known: list[str], option: str) -> tuple[str, ...]:
     """'a,b' → ('a', 'b'), each checked against `known`."""
     chosen: list[str] = []
@@ -127,6 +157,7 @@ class Grid:
     vocab: tuple[int, ...]
     d_model: tuple[int, ...]
     ce_chunk: tuple[int, ...]
+    temperature: float = 0.9
 
     def expand(self) -> list[Config]:
         """Every point, grouped by shape so that the variants of one shape are adjacent."""
@@ -136,5 +167,5 @@ class Grid:
                 variant = variants.get(name)
                 for chunk in (self.ce_chunk if variant.chunked else (None,)):
                     points.append(Config(name, variant.workload, self.device, self.dtype,
-                                         batch, context, vocab, d_model, chunk))
+                                         batch, context, vocab, d_model, chunk, self.temperature))
         return points

@@ -1,6 +1,7 @@
 """The variant registry: name → implementation and its metadata.
 
-A loss variant is ``fn(h, weight, targets, ce_chunk) -> scalar mean loss``. Adding a
+A loss variant is ``fn(h, weight, targets, ce_chunk) -> scalar mean loss``; a sample
+variant is ``fn(h, weight, temperature, ce_chunk) -> (N,) int64 token ids``. Adding a
 variant is one `register` call; a compiled twin is `compiled(base)`.
 """
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from cebench.vendor.fractus_ce import chunked_cross_entropy
-from cebench.workloads import LOSS
+from cebench.vendor.fractus_ce import chunked_cross_entropy, sample_tokens_chunked
+from cebench.workloads import LOSS, SAMPLE
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,19 @@ def vendored_chunked_cross_entropy(
     return chunked_cross_entropy(h, weight, targets, ce_chunk=ce_chunk)
 
 
+def dense_sample(h: torch.Tensor, weight: torch.Tensor, temperature: float, ce_chunk: int | None = None) -> torch.Tensor:
+    """Full (N, vocab) fp32 logits, softmax at `temperature`, one multinomial draw per row."""
+    probs = torch.softmax(F.linear(h.to(weight.dtype), weight).float() / temperature, dim=-1)
+    return torch.multinomial(probs, 1).view(-1)
+
+
+def vendored_chunked_sample(h: torch.Tensor, weight: torch.Tensor, temperature: float,
+                            ce_chunk: int | None = None) -> torch.Tensor:
+    """The system under test: `sample_tokens_chunked`, `ce_chunk` rows at a time."""
+    assert ce_chunk is not None, "chunked variants are always given a ce_chunk"
+    return sample_tokens_chunked(h, weight, temperature=temperature, ce_chunk=ce_chunk)
+
+
 REGISTRY: dict[str, Variant] = {}
 
 
@@ -114,3 +128,7 @@ _chunked = register(Variant("chunked", LOSS, vendored_chunked_cross_entropy, chu
                             summary="vendored chunked_cross_entropy (checkpointed chunks)"))
 register(compiled(_dense))
 register(compiled(_chunked))
+register(Variant("dense-sample", SAMPLE, dense_sample, chunked=False, compiled=False,
+                 summary="full fp32 logits, softmax(logits / T), one torch.multinomial"))
+register(Variant("chunked-sample", SAMPLE, vendored_chunked_sample, chunked=True, compiled=False,
+                 summary="vendored sample_tokens_chunked"))

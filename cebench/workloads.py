@@ -2,6 +2,7 @@
 
 loss: forward mean loss + `loss.backward()` (upstream gradient 1.0) with respect to `h`
 and `weight`, whose `.grad` are reset to None before every step (untimed, uncounted).
+sample: one no-grad call drawing a token per row from softmax(logits / temperature).
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ if TYPE_CHECKING:  # config imports the variant registry, which imports this mod
     from cebench.inputs import Inputs
 
 LOSS = "loss"
-WORKLOADS = (LOSS,)
-# The variant every other one of a workload is compared with (the "×dense" ratios).
-BASELINE = {LOSS: "dense"}
+SAMPLE = "sample"
+WORKLOADS = (LOSS, SAMPLE)
+# The variant every other one of a workload is compared with (the "vs dense" ratios).
+BASELINE = {LOSS: "dense", SAMPLE: "dense-sample"}
 
 
 @dataclass(frozen=True)
@@ -29,25 +31,31 @@ class Step:
     run: Callable[[], None]
 
 
-def make_step(workload: str, fn: Callable[..., torch.Tensor], inputs: Inputs, ce_chunk: int | None) -> Step:
-    """The step of `workload` calling `fn` on `inputs`."""
-    if workload != LOSS:
-        raise ValueError(f"unknown workload {workload!r}")
+def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -> Step:
+    """The step of `config.workload` calling `fn` on `inputs`."""
+    if config.workload == SAMPLE:
+        def sample() -> None:
+            with torch.no_grad():
+                fn(inputs.h, inputs.weight, config.temperature, config.ce_chunk)
+
+        return Step(lambda: None, sample)
 
     def prepare() -> None:
         inputs.h.grad = None
         inputs.weight.grad = None
 
     def run() -> None:
-        fn(inputs.h, inputs.weight, inputs.targets, ce_chunk).backward()
+        fn(inputs.h, inputs.weight, inputs.targets, config.ce_chunk).backward()
 
     return Step(prepare, run)
 
 
 def lower_bound_bytes(config: Config) -> int:
-    """Bytes any exact implementation must allocate in one step: for the loss, the
-    gradients of h (N × d_model) and weight (vocab × d_model) in the input dtype plus the
-    fp32 scalar loss."""
+    """Bytes any exact implementation must allocate in one step. Loss: the gradients of
+    h (N × d_model) and weight (vocab × d_model) in the input dtype plus the fp32 scalar
+    loss. Sample: the N int64 token ids it returns."""
+    if config.workload == SAMPLE:
+        return config.tokens * 8
     itemsize = torch.empty((), dtype=config.torch_dtype).element_size()
     return (config.tokens + config.vocab) * config.d_model * itemsize + 4
 

@@ -3,8 +3,24 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
+
+from cebench.errors import UsageError
+
+
+class _Group(TyperGroup):
+    """Every command's `UsageError` becomes one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            err.print(f"[bold red]cebench: error:[/] {exc}", highlight=False, soft_wrap=True, markup=True)
+            raise typer.Exit(2) from None
+
 
 app = typer.Typer(
+    cls=_Group,
     name="cebench",
     help="What a cross-entropy-over-vocabulary implementation really costs: peak memory and step time.",
     no_args_is_help=True,

@@ -10,7 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cebench import variants
 from cebench.cli.app import app, err, out
-from cebench.config import DEFAULTS, Config, Grid, parse_ints, parse_names, resolve_device, resolve_dtype
+from cebench.config import (DEFAULTS, Config, Grid, check_temperature, check_vocab, parse_ints, resolve_device,
+                            resolve_dtype, select_variants)
+from cebench.workloads import WORKLOADS
 from cebench.errors import UsageError
 from cebench.report import results_table
 from cebench.results import ResultWriter, to_frame
@@ -27,19 +29,21 @@ def default_out() -> Path:
 
 
 def build_grid(batch: str | None, context: str | None, vocab: str | None, d_model: str | None,
-               ce_chunk: str | None, variant: str | None, dtype: str | None, device: str) -> Grid:
+               ce_chunk: str | None, variant: str | None, workload: str | None, dtype: str | None,
+               device: str, temperature: float) -> Grid:
     """Parse the grid options; unset ones take the device's defaults."""
     dev = resolve_device(device)
     d = DEFAULTS[dev]
     return Grid(
-        variants=parse_names(variant, variants.names(), "--variant") if variant else tuple(variants.names("loss")),
+        variants=select_variants(variant, workload),
         device=dev,
         dtype=resolve_dtype(dtype) if dtype else d.dtype,
         batch=parse_ints(batch, "--batch") if batch else d.batch,
         context=parse_ints(context, "--context") if context else d.context,
-        vocab=parse_ints(vocab, "--vocab") if vocab else d.vocab,
+        vocab=check_vocab(parse_ints(vocab, "--vocab") if vocab else d.vocab),
         d_model=parse_ints(d_model, "--d-model") if d_model else d.d_model,
         ce_chunk=parse_ints(ce_chunk, "--ce-chunk") if ce_chunk else d.ce_chunk,
+        temperature=check_temperature(temperature),
     )
 
 
@@ -52,7 +56,10 @@ def sweep(
     ce_chunk: str = typer.Option(None, "--ce-chunk",
                                  help="Rows per chunk for chunked variants. [default: cpu 256,512; cuda 2048,8192]"),
     variant: str = typer.Option(None, help=f"Variants, comma-separated, from: {', '.join(variants.names())}. "
-                                           "[default: all]"),
+                                           "[default: every variant of --workload]"),
+    workload: str = typer.Option(None, help=f"Workloads, comma-separated: {', '.join(WORKLOADS)} (forward + backward "
+                                            "of the loss; one no-grad sampling call). [default: loss]"),
+    temperature: float = typer.Option(0.9, help="Sampling temperature of the sample workload (> 0)."),
     dtype: str = typer.Option(None, help="fp32, bf16 or fp16 for h and weight. [default: cpu fp32; cuda bf16]"),
     device: str = typer.Option("auto", help="auto, cpu or cuda (auto: cuda when a GPU is visible)."),
     repeats: int = typer.Option(None, help="Timed steps per point. [default: cpu 5; cuda 20]"),
@@ -69,7 +76,7 @@ def sweep(
     chunked variants also over --ce-chunk. Each row is written to the CSV as soon as it is
     measured; an oom or error is recorded as a row and the sweep goes on.
     """
-    grid = build_grid(batch, context, vocab, d_model, ce_chunk, variant, dtype, device)
+    grid = build_grid(batch, context, vocab, d_model, ce_chunk, variant, workload, dtype, device, temperature)
     d = DEFAULTS[grid.device]
     settings = Settings(warmup=d.warmup if warmup is None else warmup, repeats=d.repeats if repeats is None else repeats)
     if settings.warmup < 1 or settings.repeats < 1:

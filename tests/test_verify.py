@@ -1,0 +1,78 @@
+"""`cebench verify` passes on the vendored code and each of its checks can fail."""
+import torch
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+from cebench.cli import app
+from cebench.variants import Variant, vendored_chunked_cross_entropy, vendored_chunked_sample
+from cebench.verify import LOSS_CASES, SampleCase, verify_loss, verify_sampler
+
+
+def _skips_partial_chunk(h, weight, targets, ce_chunk):
+    """Off by one chunk: the trailing partial chunk is dropped from the sum."""
+    full = (h.shape[0] // ce_chunk) * ce_chunk
+    logits = F.linear(h[:full], weight).float()
+    return F.cross_entropy(logits, targets[:full], reduction="sum") / max(h.shape[0], 1)
+
+
+def _first_chunk_detached(h, weight, targets, ce_chunk):
+    """Right loss, wrong gradient: no gradient reaches the first chunk of h."""
+    h = torch.cat([h[:ce_chunk].detach(), h[ce_chunk:]])
+    return vendored_chunked_cross_entropy(h, weight, targets, ce_chunk)
+
+
+def _ignores_temperature(h, weight, temperature, ce_chunk):
+    """Skewed: samples at T = 1 whatever T is asked for."""
+    return vendored_chunked_sample(h, weight, 1.0, ce_chunk)
+
+
+def _rows_rotated(h, weight, temperature, ce_chunk):
+    """Right marginal distribution, wrong rows: each position gets its neighbour's token."""
+    return vendored_chunked_sample(h, weight, temperature, ce_chunk).roll(1)
+
+
+def _register(registry, name, workload, fn):
+    registry.register(Variant(name, workload, fn, chunked=True, compiled=False, summary="deliberately wrong"))
+
+
+def test_verify_passes_on_the_vendored_implementation():
+    res = CliRunner().invoke(app, ["verify", "--dtype", "fp32,bf16"])
+    assert res.exit_code == 0, res.output
+    assert "FAIL" not in res.output and "all 30 applicable checks passed" in res.output
+    assert "chunked-compiled" in res.output and "chunked-sample" in res.output
+
+
+def test_verify_fails_on_a_loss_off_by_one_chunk(registry):
+    _register(registry, "off-by-chunk", "loss", _skips_partial_chunk)
+    by_case = {c.name: verify_loss("off-by-chunk", c, "fp32") for c in LOSS_CASES}
+    assert by_case["N divisible by ce_chunk"].passed  # only a trailing partial chunk is lost
+    assert not by_case["N not divisible by ce_chunk"].passed
+    assert not by_case["ce_chunk larger than N"].passed
+    res = CliRunner().invoke(app, ["verify", "--variant", "off-by-chunk"])
+    assert res.exit_code == 1 and "FAIL" in res.output
+
+
+def test_verify_fails_on_a_wrong_gradient_with_the_right_loss(registry):
+    _register(registry, "detached", "loss", _first_chunk_detached)
+    check = verify_loss("detached", LOSS_CASES[0], "fp32")
+    assert check.errors["loss"] < 1e-6 and check.errors["grad h"] > 0.1 and check.errors["grad weight"] < 1e-6
+    assert check.passed is False
+
+
+def test_verify_fails_on_skewed_or_misplaced_samplers(registry):
+    _register(registry, "skewed", "sample", _ignores_temperature)
+    _register(registry, "rotated", "sample", _rows_rotated)
+    case = SampleCase(rows=50_001, temperature=0.5)
+    assert verify_sampler("chunked-sample", case).passed
+    assert verify_sampler("skewed", case).p_value < 1e-3
+    assert verify_sampler("rotated", case).p_value < 1e-3
+    res = CliRunner().invoke(app, ["verify", "--variant", "skewed,chunked-sample", "--temperature", "0.5"])
+    assert res.exit_code == 1 and "1 of 2 checks failed" in res.output
+
+
+def test_verify_bad_input_exits_2():
+    runner = CliRunner()
+    for args, message in ((["--temperature", "0"], "--temperature"), (["--vocab", "1"], "--vocab: 1 is too small"),
+                          (["--variant", "nope"], "--variant: unknown 'nope'"), (["--dtype", "fp8"], "--dtype")):
+        res = runner.invoke(app, ["verify", *args])
+        assert res.exit_code == 2 and message in res.output, (args, res.output)
