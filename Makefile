@@ -1,5 +1,7 @@
-# cebench: `make sweep` measures the default grid, `make test` runs the test suite.
-# Both create .venv on first use. The venv sees the system's site-packages, so a torch
+# cebench: `make sweep` measures the default grid, `make test` runs the test suite,
+# `make gate` fails when the loss's peak memory grew against results/baseline.csv
+# (`make baseline` regenerates that file, on purpose only).
+# Each creates .venv on first use. The venv sees the system's site-packages, so a torch
 # that is already installed (a CUDA build, say) is kept; where there is no torch at all,
 # the CPU build torch==2.13.0 is installed before cebench (never an unpinned CUDA build).
 
@@ -8,8 +10,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_CPU ?= torch==2.13.0
 ARGS ?=
+# The gate's grid: eager variants on CPU, tiny shapes (seconds), one pinned thread.
+# CPU allocator bytes are deterministic for a given torch, hence a 0 % tolerance.
+GATE_GRID := --device cpu --variant dense,chunked --batch 1,4 --context 64 --vocab 4096 \
+             --d-model 32 --ce-chunk 64 --warmup 1 --repeats 1 --threads 1
+BASELINE ?= results/baseline.csv
 
-.PHONY: install sweep test clean
+.PHONY: install sweep test gate baseline clean
 
 install: $(VENV)/.installed
 
@@ -24,6 +31,16 @@ sweep: install
 
 test: install
 	$(PY) -m pytest $(ARGS)
+
+# ARGS go to `cebench check` here (e.g. ARGS=--json).
+gate: install
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(VENV)/bin/cebench sweep $(GATE_GRID) --out "$$tmp/gate.csv" && \
+	$(VENV)/bin/cebench check "$$tmp/gate.csv" --baseline $(BASELINE) --mem-tol 0% $(ARGS)
+
+baseline: install
+	rm -f $(BASELINE)
+	$(VENV)/bin/cebench sweep $(GATE_GRID) --out $(BASELINE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache *.egg-info

@@ -16,6 +16,7 @@ import pandas as pd
 from cebench.errors import UsageError
 
 STATUSES = ("ok", "oom", "error", "unsupported")
+FAILED = ("oom", "error")  # a point that ran and failed; `unsupported` never ran
 
 
 @dataclass
@@ -61,6 +62,11 @@ INT_COLUMNS = ("batch", "context", "tokens", "vocab", "d_model", "ce_chunk", "pe
                "peak_delta_bytes", "repeats", "logits_fp32_bytes", "lower_bound_bytes", "threads")
 FLOAT_COLUMNS = ("time_ms_median", "time_ms_p25", "time_ms_p75", "time_ms_min", "tokens_per_s", "compile_s")
 REQUIRED_VALUES = ("variant", "workload", "device", "dtype", "batch", "context", "tokens", "vocab", "d_model", "status")
+# Measurements every `ok` row has (the views draw and compare them); predicted rows
+# (mem_method "predicted", from `cebench predict`) have memory but no time.
+OK_MEMORY = ("peak_bytes", "base_bytes", "peak_delta_bytes")
+OK_TIME = ("time_ms_median", "time_ms_p25", "time_ms_p75")
+PREDICTED = "predicted"
 
 
 def _cell(value: object) -> object:
@@ -118,12 +124,16 @@ def load(path: Path) -> pd.DataFrame:
     float64. Raises `UsageError` naming the problem for a missing, empty or malformed file."""
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
     if not text.strip():
         raise UsageError(f"{path}: the file is empty")
     try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        # A short (truncated) row reads as NaN cells: treat them as empty like any blank cell.
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False).fillna("")
+    except pd.errors.ParserError as exc:
         raise UsageError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
@@ -148,7 +158,18 @@ def load(path: Path) -> pd.DataFrame:
     if unknown:
         raise UsageError(f"{path}: column 'status' has unknown value(s) {', '.join(unknown)} "
                          f"(expected {', '.join(STATUSES)})")
+    ok = frame["status"] == "ok"
+    timed = ok & (frame["mem_method"] != PREDICTED)
+    for column, rows in [(c, ok) for c in OK_MEMORY] + [(c, timed) for c in OK_TIME]:
+        blank = frame.index[rows & frame[column].isna()]
+        if len(blank):
+            raise UsageError(f"{path}: row {blank[0] + 2}: status is ok but column '{column}' is empty")
     return _typed(frame)
+
+
+def latest(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration (`KEY_COLUMNS`): the last one, since sweeps append to a CSV."""
+    return frame.drop_duplicates(list(KEY_COLUMNS), keep="last")
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 a check failed (regression, verification), 2 bad input.
 from __future__ import annotations
 
 from cebench.cli import sweep as _sweep  # noqa: F401  (registers the command)
+from cebench.cli import analyze as _analyze  # noqa: F401  (registers show, plot, check)
 from cebench.cli import verify as _verify  # noqa: F401
 from cebench.cli.app import app
 

@@ -1,0 +1,170 @@
+"""The regression gate: compare a results CSV with a baseline CSV, point by point.
+
+Points are matched on their configuration (`results.KEY_COLUMNS`); where a CSV holds a
+configuration more than once (sweeps append), its last row is the one compared. A matched
+point regresses when its `peak_delta_bytes` grew by more than the memory tolerance, when
+it was `ok` in the baseline and is `oom` or `error` now, or (only when a time tolerance is
+given) when its median step time grew by more than that tolerance. Points measured on one
+side only are reported as missing: warnings, or failures with `strict`.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+
+import pandas as pd
+
+from cebench.errors import UsageError
+from cebench.results import FAILED, KEY_COLUMNS, latest
+
+MEMORY = "peak_delta_bytes"
+TIME = "time_ms_median"
+STATUS = "status"
+
+Key = dict[str, str | int | None]  # a point's configuration: KEY_COLUMNS → value
+
+
+def parse_tolerance(text: str, option: str) -> Fraction:
+    """'1%', '1' or '0.5%' (a percentage) → the fraction 1/100, 1/100, 1/200. Exact, so a
+    growth of exactly the tolerance is told apart from one a byte above it."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%?\s*", text)
+    if not match:
+        raise UsageError(f"{option}: '{text}' is not a percentage (examples: 1%, 0.5%, 10)")
+    return Fraction(match.group(1)) / 100
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One matched point whose metric changed beyond the tolerance. `baseline` and
+    `current` are bytes (`peak_delta_bytes`), milliseconds (`time_ms_median`) or a status;
+    `change` is (current − baseline) / baseline, None for a status or a zero baseline."""
+
+    config: Key
+    metric: str
+    baseline: int | float | str
+    current: int | float | str
+    change: float | None
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A point measured on one side only: `only_in` is 'baseline' or 'results'; `detail`
+    says why when the other side has an `unsupported` row for it."""
+
+    config: Key
+    only_in: str
+    detail: str = ""
+
+
+@dataclass
+class CheckReport:
+    """What `compare` found. Tolerances are fractions (0.01 = 1 %); `time_tol` None means
+    time was not gated."""
+
+    mem_tol: Fraction
+    time_tol: Fraction | None
+    strict: bool
+    matched: int = 0
+    regressed: list[Finding] = field(default_factory=list)
+    improved: list[Finding] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """No regression, and with `strict` no missing point either."""
+        return not self.regressed and not (self.strict and self.missing)
+
+    def to_json(self) -> str:
+        """The report as JSON (tolerances in percent), for machines."""
+        return json.dumps({
+            "passed": self.passed,
+            "mem_tol_pct": float(self.mem_tol * 100),
+            "time_tol_pct": None if self.time_tol is None else float(self.time_tol * 100),
+            "strict": self.strict,
+            "matched": self.matched,
+            "regressed": [asdict(f) for f in self.regressed],
+            "improved": [asdict(f) for f in self.improved],
+            "missing": [asdict(m) for m in self.missing],
+            "warnings": self.warnings,
+        }, indent=2)
+
+
+def _config(row: pd.Series) -> Key:
+    """The key columns of a merged row as plain Python values (None for an empty ce_chunk)."""
+    def plain(value: object) -> str | int | None:
+        return None if pd.isna(value) else value if isinstance(value, str) else int(value)
+    return {c: plain(row[c]) for c in KEY_COLUMNS}
+
+
+def _number(value: object) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _compare_metric(report: CheckReport, config: Key, metric: str, base: object, cur: object,
+                    tol: Fraction) -> None:
+    """File a finding when `cur` grew (regressed) or shrank (improved) by more than `tol` × `base`."""
+    base_n, cur_n = _number(base), _number(cur)
+    growth = Fraction(cur_n) - Fraction(base_n)
+    if abs(growth) <= Fraction(base_n) * tol:
+        return
+    change = float(growth / Fraction(base_n)) if base_n else None
+    (report.regressed if growth > 0 else report.improved).append(Finding(config, metric, base_n, cur_n, change))
+
+
+def _values(frame: pd.DataFrame, column: str) -> str:
+    return ", ".join(sorted(set(frame[column].astype(str))))
+
+
+def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = Fraction(1, 100),
+            time_tol: Fraction | None = None, strict: bool = False,
+            names: tuple[str, str] = ("results", "baseline")) -> CheckReport:
+    """Compare `results` with `baseline` (frames as `results.load` returns them).
+
+    Raises `UsageError` when the two share no measured configuration: a gate that
+    compares nothing would pass vacuously."""
+    report = CheckReport(mem_tol=mem_tol, time_tol=time_tol, strict=strict)
+    keys = list(KEY_COLUMNS)
+    for frame, name in ((results, names[0]), (baseline, names[1])):
+        repeated = int(frame.duplicated(keys).sum())
+        if repeated:
+            report.warnings.append(f"{name}: {repeated} row(s) repeat an earlier configuration; "
+                                   "the last row of each is compared")
+    merged = latest(baseline).merge(latest(results), on=keys, how="outer", suffixes=("_b", "_r"),
+                                    indicator=True, sort=False)
+    for _, row in merged.iterrows():
+        config = _config(row)
+        base_status, cur_status = row["status_b"], row["status_r"]
+        base_measured = row["_merge"] != "right_only" and base_status != "unsupported"
+        cur_measured = row["_merge"] != "left_only" and cur_status != "unsupported"
+        if not (base_measured and cur_measured):
+            if base_measured or cur_measured:
+                other = row["error_r"] if base_measured else row["error_b"]
+                detail = f"unsupported: {other}" if isinstance(other, str) and other else ""
+                report.missing.append(Missing(config, "baseline" if base_measured else "results", detail))
+            continue
+        report.matched += 1
+        if base_status == "ok" and cur_status in FAILED:
+            report.regressed.append(Finding(config, STATUS, base_status, cur_status, None))
+        elif base_status != "ok" and cur_status == "ok":
+            report.improved.append(Finding(config, STATUS, base_status, cur_status, None))
+        elif base_status == cur_status == "ok":
+            _compare_metric(report, config, MEMORY, row[f"{MEMORY}_b"], row[f"{MEMORY}_r"], mem_tol)
+            if time_tol is not None:
+                _compare_metric(report, config, TIME, row[f"{TIME}_b"], row[f"{TIME}_r"], time_tol)
+    if not report.matched:
+        raise UsageError(f"{names[0]} and {names[1]} have no measured configuration in common "
+                         f"(matched on {', '.join(KEY_COLUMNS)}); nothing to check")
+    if _values(results, "torch_version") != _values(baseline, "torch_version"):
+        report.warnings.append(f"torch differs: {names[1]} {_values(baseline, 'torch_version')}, "
+                               f"{names[0]} {_values(results, 'torch_version')}; memory may differ "
+                               "for that reason alone")
+    if time_tol is not None:
+        for column in ("device_name", "threads"):
+            if _values(results, column) != _values(baseline, column):
+                report.warnings.append(f"{column} differs: {names[1]} {_values(baseline, column)}, "
+                                       f"{names[0]} {_values(results, column)}; times are compared "
+                                       "across different setups")
+    return report

@@ -1,0 +1,214 @@
+"""`cebench check`: the peak-memory regression gate, on real sweep CSVs edited row by row."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner, Result
+
+from cebench.cli import app
+
+# Tiny eager CPU points: the whole sweep takes about a second in-process.
+SMALL = ["--device", "cpu", "--vocab", "1000", "--d-model", "16", "--ce-chunk", "16", "--variant", "dense,chunked",
+         "--repeats", "1"]
+MEASURED = ("peak_bytes", "base_bytes", "peak_delta_bytes", "time_ms_median", "time_ms_p25", "time_ms_p75",
+            "time_ms_min", "tokens_per_s")
+
+
+def sweep_csv(path: Path, *grid: str) -> Path:
+    """A real results CSV from `cebench sweep` over the SMALL grid plus `grid`."""
+    result = CliRunner().invoke(app, ["sweep", *SMALL, *grid, "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def rewrite(src: Path, dst: Path, edit: Callable[[pd.DataFrame], pd.DataFrame | None]) -> Path:
+    """Copy a results CSV, cells as text, through `edit` (in place, or returning a new frame)."""
+    frame = pd.read_csv(src, dtype=str, keep_default_na=False)
+    edited = edit(frame)
+    (frame if edited is None else edited).to_csv(dst, index=False)
+    return dst
+
+
+def rows(frame: pd.DataFrame, variant: str, batch: int) -> pd.Series:
+    return (frame["variant"] == variant) & (frame["batch"] == str(batch))
+
+
+def fail(frame: pd.DataFrame, mask: pd.Series, status: str, error: str = "OutOfMemoryError: out of memory") -> None:
+    """Turn the `mask` rows into non-ok rows as the runner writes them: no measurements, a reason."""
+    frame.loc[mask, list(MEASURED)] = ""
+    frame.loc[mask, ["status", "error"]] = [status, error]
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> Path:
+    return sweep_csv(tmp_path_factory.mktemp("check") / "results.csv", "--batch", "1,2", "--context", "32")
+
+
+def check(*args: object) -> Result:
+    return CliRunner().invoke(app, ["check", *map(str, args)])
+
+
+def report(*args: object) -> dict:
+    result = check(*args, "--json")
+    return {"exit_code": result.exit_code, **json.loads(result.stdout)}
+
+
+def scale_peak(frame: pd.DataFrame, variant: str, batch: int, factor: float) -> None:
+    mask = rows(frame, variant, batch)
+    frame.loc[mask, "peak_delta_bytes"] = frame.loc[mask, "peak_delta_bytes"].map(lambda v: str(int(int(v) * factor)))
+
+
+def test_identical_results_pass(measured):
+    result = check(measured, "--baseline", measured)
+    assert result.exit_code == 0, result.output
+    assert "PASS: 4 points matched; 0 regressed, 0 improved, 0 missing" in result.stdout
+    r = report(measured, "--baseline", measured)
+    assert r["passed"] and r["matched"] == 4 and not (r["regressed"] or r["improved"] or r["missing"])
+
+
+def test_baseline_peak_lowered_by_10_percent_fails(measured, tmp_path):
+    baseline = rewrite(measured, tmp_path / "baseline.csv", lambda f: scale_peak(f, "chunked", 2, 0.9))
+    result = check(measured, "--baseline", baseline)
+    assert result.exit_code == 1
+    assert "FAIL" in result.stdout and "regressed" in result.stdout
+    r = report(measured, "--baseline", baseline)
+    assert r["exit_code"] == 1 and not r["passed"]
+    [finding] = r["regressed"]
+    assert finding["config"] == {"variant": "chunked", "workload": "loss", "device": "cpu", "dtype": "fp32",
+                                 "batch": 2, "context": 32, "vocab": 1000, "d_model": 16, "ce_chunk": 16}
+    assert finding["metric"] == "peak_delta_bytes"
+    assert finding["change"] == pytest.approx(1 / 0.9 - 1, abs=1e-4)
+    assert finding["current"] > finding["baseline"]
+
+
+@pytest.mark.parametrize("status", ["oom", "error"])
+def test_ok_point_that_now_fails_is_a_regression(measured, tmp_path, status):
+    results = rewrite(measured, tmp_path / "results.csv", lambda f: fail(f, rows(f, "dense", 2), status))
+    r = report(results, "--baseline", measured)
+    assert r["exit_code"] == 1
+    [finding] = r["regressed"]
+    assert (finding["config"]["variant"], finding["config"]["batch"]) == ("dense", 2)
+    assert (finding["metric"], finding["baseline"], finding["current"]) == ("status", "ok", status)
+    # The other way round, the point is an improvement and the gate passes.
+    back = report(measured, "--baseline", results)
+    assert back["exit_code"] == 0 and [f["current"] for f in back["improved"]] == ["ok"]
+
+
+def _with_peak(value: int) -> Callable[[pd.DataFrame], None]:
+    def edit(frame: pd.DataFrame) -> None:
+        frame.loc[rows(frame, "chunked", 1), "peak_delta_bytes"] = str(value)
+    return edit
+
+
+@pytest.mark.parametrize("tolerance,grown,exit_code", [
+    ("1%", 1_010_000, 0), ("1%", 1_010_001, 1), ("1", 1_010_000, 0), ("1", 1_010_001, 1),
+    ("0.5%", 1_005_000, 0), ("0.5%", 1_005_001, 1), ("0%", 1_000_000, 0), ("0", 1_000_001, 1),
+])
+def test_memory_tolerance_boundary(measured, tmp_path, tolerance, grown, exit_code):
+    """Growth of exactly the tolerance passes; one byte more fails."""
+    baseline = rewrite(measured, tmp_path / "baseline.csv", _with_peak(1_000_000))
+    results = rewrite(measured, tmp_path / "results.csv", _with_peak(grown))
+    result = check(results, "--baseline", baseline, "--mem-tol", tolerance)
+    assert result.exit_code == exit_code, result.output
+
+
+def test_default_tolerance_is_one_percent(measured, tmp_path):
+    baseline = rewrite(measured, tmp_path / "baseline.csv", _with_peak(1_000_000))
+    assert check(rewrite(measured, tmp_path / "ok.csv", _with_peak(1_010_000)), "--baseline", baseline).exit_code == 0
+    assert check(rewrite(measured, tmp_path / "bad.csv", _with_peak(1_010_001)), "--baseline", baseline).exit_code == 1
+
+
+def test_improvements_are_listed_and_pass(measured, tmp_path):
+    baseline = rewrite(measured, tmp_path / "baseline.csv", lambda f: scale_peak(f, "dense", 2, 1.1))
+    r = report(measured, "--baseline", baseline)
+    assert r["exit_code"] == 0 and r["passed"] and not r["regressed"]
+    [finding] = r["improved"]
+    assert finding["config"]["variant"] == "dense" and finding["change"] == pytest.approx(1 / 1.1 - 1, abs=1e-4)
+    assert "improved" in check(measured, "--baseline", baseline).stdout
+
+
+def test_points_on_one_side_only_warn_and_fail_with_strict(measured, tmp_path):
+    short = rewrite(measured, tmp_path / "short.csv", lambda f: f[~rows(f, "dense", 1)])
+    new = report(measured, "--baseline", short)
+    assert new["exit_code"] == 0 and [m["only_in"] for m in new["missing"]] == ["results"]
+    gone = report(short, "--baseline", measured)
+    assert gone["exit_code"] == 0 and [m["only_in"] for m in gone["missing"]] == ["baseline"]
+    assert gone["missing"][0]["config"]["variant"] == "dense" and gone["missing"][0]["config"]["ce_chunk"] is None
+    assert "only in baseline" in check(short, "--baseline", measured).stdout
+    strict = report(short, "--baseline", measured, "--strict")
+    assert strict["exit_code"] == 1 and not strict["passed"] and not strict["regressed"]
+
+
+def test_unsupported_now_is_missing_not_a_regression(measured, tmp_path):
+    unsupported = rewrite(measured, tmp_path / "results.csv", lambda f: fail(
+        f, rows(f, "chunked", 1), "unsupported", "torch.compile on CPU needs a C++ compiler"))
+    r = report(unsupported, "--baseline", measured)
+    assert r["exit_code"] == 0 and not r["regressed"]
+    [missing] = r["missing"]
+    assert missing["only_in"] == "baseline" and "unsupported: torch.compile" in missing["detail"]
+
+
+def _repeat_worse(last: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """Add a second chunked batch-2 row with 20 % more memory, after (`last`) or before the original."""
+    def edit(frame: pd.DataFrame) -> pd.DataFrame:
+        worse = frame[rows(frame, "chunked", 2)].copy()
+        scale_peak(worse, "chunked", 2, 1.2)
+        return pd.concat([frame, worse] if last else [worse, frame])
+    return edit
+
+
+def test_last_row_of_a_repeated_configuration_is_compared(measured, tmp_path):
+    worse_last = report(rewrite(measured, tmp_path / "last.csv", _repeat_worse(last=True)), "--baseline", measured)
+    assert worse_last["exit_code"] == 1 and len(worse_last["regressed"]) == 1
+    assert any("repeat an earlier configuration" in w for w in worse_last["warnings"])
+    worse_first = report(rewrite(measured, tmp_path / "first.csv", _repeat_worse(last=False)), "--baseline", measured)
+    assert worse_first["exit_code"] == 0 and not worse_first["regressed"]
+
+
+def test_time_is_gated_only_with_time_tol(measured, tmp_path):
+    def slower(frame: pd.DataFrame) -> None:
+        mask = rows(frame, "dense", 1)
+        for column in ("time_ms_median", "time_ms_p25", "time_ms_p75"):
+            frame.loc[mask, column] = frame.loc[mask, column].map(lambda v: repr(float(v) * 2))
+
+    results = rewrite(measured, tmp_path / "slow.csv", slower)
+    assert report(results, "--baseline", measured)["exit_code"] == 0
+    r = report(results, "--baseline", measured, "--time-tol", "50%")
+    assert r["exit_code"] == 1 and r["time_tol_pct"] == 50.0
+    [finding] = r["regressed"]
+    assert finding["metric"] == "time_ms_median" and finding["change"] == pytest.approx(1.0, rel=1e-4)
+    assert report(results, "--baseline", measured, "--time-tol", "150")["exit_code"] == 0
+
+
+@pytest.mark.parametrize("option,value", [("--mem-tol", "abc"), ("--mem-tol", "-1%"), ("--mem-tol", "1%%"),
+                                          ("--mem-tol", ""), ("--time-tol", "fast")])
+def test_bad_tolerance_is_a_usage_error(measured, option, value):
+    result = check(measured, "--baseline", measured, option, value)
+    assert result.exit_code == 2
+    assert f"{option}: '{value}' is not a percentage" in result.stderr
+
+
+def test_no_configuration_in_common_is_a_usage_error(measured, tmp_path):
+    other = rewrite(measured, tmp_path / "other.csv", lambda f: f.assign(vocab="2000"))
+    result = check(measured, "--baseline", other)
+    assert result.exit_code == 2 and "no measured configuration in common" in result.stderr
+
+
+def test_help_documents_exit_codes():
+    text = " ".join(CliRunner().invoke(app, ["check", "--help"]).stdout.split())
+    assert "Exit codes: 0 pass · 1 regression" in text and "2 usage or input error" in text
+
+
+def test_installed_entry_point_exits_1_on_regression(measured, tmp_path):
+    baseline = rewrite(measured, tmp_path / "baseline.csv", lambda f: scale_peak(f, "dense", 1, 0.9))
+    cebench = Path(sys.executable).parent / "cebench"
+    proc = subprocess.run([str(cebench), "check", str(measured), "--baseline", str(baseline)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "FAIL: 4 points matched; 1 regressed" in proc.stdout and "Traceback" not in proc.stderr

@@ -1,0 +1,133 @@
+"""Reading a results CSV back: `cebench show`, and malformed files as one-line errors with exit 2."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner, Result
+
+from cebench.cli import app
+from cebench.results import COLUMNS
+from test_check import SMALL, rewrite
+
+HEADER = ",".join(COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> tuple[Path, str]:
+    """A real 2-row CSV and what `cebench sweep` printed while writing it."""
+    path = tmp_path_factory.mktemp("load") / "results.csv"
+    result = CliRunner().invoke(app, ["sweep", *SMALL, "--batch", "2", "--context", "16", "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    return path, result.stdout
+
+
+def invoke(*args: object) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The body rows of a rich table, as cells."""
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.startswith("│")]
+
+
+def test_show_prints_the_table_sweep_printed(measured):
+    path, sweep_output = measured
+    result = invoke("show", path)
+    assert result.exit_code == 0, result.output
+    shown, swept = table_rows(result.stdout), table_rows(sweep_output)
+    assert [r[3] for r in shown] == ["dense", "chunked"]
+    # Shape, variant, ce_chunk and the memory columns are exact; times went through the CSV's 6 digits.
+    assert [r[:8] for r in shown] == [r[:8] for r in swept]
+    assert f"2 rows from {path}" in result.stdout
+
+
+def test_show_uses_the_last_row_of_a_repeated_configuration(measured, tmp_path):
+    path, _ = measured
+    def append(frame: pd.DataFrame) -> pd.DataFrame:
+        again = frame[frame["variant"] == "dense"].assign(peak_delta_bytes="1073741824")
+        return pd.concat([frame, again])
+
+    result = invoke("show", rewrite(path, tmp_path / "twice.csv", append))
+    assert result.exit_code == 0, result.output
+    dense = [r for r in table_rows(result.stdout) if r[3] == "dense"]
+    assert len(dense) == 1 and dense[0][5] == "1.00 GiB"
+    assert "1 repeated row(s) hidden, the last of each shown" in result.stdout
+
+
+def _cells(column: str, value: str, row: int = 0) -> Callable[[Path], str]:
+    """The measured CSV with one cell replaced (row 0 is the CSV's second line)."""
+    def make(src: Path) -> str:
+        frame = pd.read_csv(src, dtype=str, keep_default_na=False)
+        frame.loc[row, column] = value
+        return frame.to_csv(index=False)
+    return make
+
+
+def _without(*columns: str) -> Callable[[Path], str]:
+    def make(src: Path) -> str:
+        return pd.read_csv(src, dtype=str, keep_default_na=False).drop(columns=list(columns)).to_csv(index=False)
+    return make
+
+
+def _truncated(src: Path) -> str:
+    """The last row cut off right after its status, as a crash mid-write would leave it."""
+    lines = src.read_text().splitlines()
+    cut = ",".join(lines[-1].split(",")[: COLUMNS.index("status") + 1])
+    return "\n".join(lines[:-1] + [cut]) + "\n"
+
+
+MALFORMED: list[tuple[str, Callable[[Path], str | bytes], str]] = [
+    ("empty", lambda src: "", "the file is empty"),
+    ("blank lines", lambda src: "\n  \n\n", "the file is empty"),
+    ("header only", lambda src: HEADER + "\n", "the file has a header but no rows"),
+    ("missing columns", _without("error", "peak_delta_bytes"), "missing column(s) error, peak_delta_bytes"),
+    ("not a cebench csv", lambda src: "a,b\n1,2\n", "missing column(s) variant, workload"),
+    ("non-numeric bytes", _cells("peak_delta_bytes", "lots", row=1),
+     "row 3: column 'peak_delta_bytes' has non-numeric value 'lots'"),
+    ("non-numeric size", _cells("batch", "two"), "row 2: column 'batch' has non-numeric value 'two'"),
+    ("non-numeric time", _cells("time_ms_median", "fast"),
+     "row 2: column 'time_ms_median' has non-numeric value 'fast'"),
+    ("fractional size", _cells("vocab", "1000.5"), "column 'vocab' must hold whole numbers"),
+    ("unknown status", _cells("status", "fine"), "column 'status' has unknown value(s) fine"),
+    ("empty key", _cells("variant", ""), "row 2: column 'variant' is empty"),
+    ("ok row without memory", _cells("peak_delta_bytes", ""),
+     "row 2: status is ok but column 'peak_delta_bytes' is empty"),
+    ("truncated row", _truncated, "row 3: status is ok but column 'peak_bytes' is empty"),
+    ("ragged row", lambda src: src.read_text() + "x," * len(COLUMNS) + "x\n", "not a readable CSV"),
+    ("binary", lambda src: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not a readable text file"),
+]
+
+
+@pytest.mark.parametrize("make,message", [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+@pytest.mark.parametrize("command", ["show", "plot", "check", "check --baseline"])
+def test_malformed_csv_is_one_line_and_exit_2(measured, tmp_path, make, message, command):
+    path, _ = measured
+    bad = tmp_path / "bad.csv"
+    content = make(path)
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    args = {"show": ["show", bad], "plot": ["plot", bad, "--out-dir", tmp_path / "out"],
+            "check": ["check", bad, "--baseline", path], "check --baseline": ["check", path, "--baseline", bad]}
+    result = invoke(*args[command])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and f"cebench: error: {bad}: {message}" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_file(tmp_path):
+    result = invoke("show", tmp_path / "nope.csv")
+    assert result.exit_code == 2 and f"{tmp_path / 'nope.csv'}: no such file" in result.stderr
+
+
+def test_installed_entry_point_exits_2_without_traceback(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    cebench = Path(sys.executable).parent / "cebench"
+    proc = subprocess.run([str(cebench), "plot", str(empty)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"cebench: error: {empty}: the file is empty"
+    assert proc.stdout == "" and not (tmp_path / "empty").exists()
