@@ -33,25 +33,20 @@ def _baseline_row(group: pd.DataFrame, workload: str) -> pd.Series | None:
 
 def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
     """A rich table of `frame` (a results CSV's rows): one block per shape, one row per
-    variant and ce_chunk, memory in binary units, times as median with the p25–p75 spread."""
+    variant and ce_chunk, memory in binary units, times as median with the p25–p75 spread.
+    Time columns are left out when no row was timed (predictions); why a row is not ok
+    is numbered in the status column and spelled out in the caption."""
     multi_dtype = frame[["device", "dtype"]].drop_duplicates().shape[0] > 1
-    table = Table(title=title, header_style="bold", title_justify="left")
-    table.add_column("b×ctx", justify="right")
-    table.add_column("vocab", justify="right")
-    table.add_column("d_model", justify="right")
-    if multi_dtype:
-        table.add_column("device\ndtype")
-    table.add_column("variant")
-    table.add_column("ce_chunk", justify="right")
-    table.add_column("peak Δ", justify="right")
-    table.add_column("vs\ndense", justify="right")
-    table.add_column("peak\n(abs)", justify="right")
-    table.add_column("time\nmedian", justify="right")
-    table.add_column("p25–p75", justify="right", style="dim", no_wrap=True)
-    table.add_column("vs\ndense", justify="right")
-    table.add_column("tokens/s", justify="right")
-    table.add_column("compile", justify="right")
-    table.add_column("status")
+    timed = frame["time_ms_median"].notna().any()
+    table = Table(title=title, header_style="bold", title_justify="left", caption_justify="left")
+    columns = ["b×ctx", "vocab", "d_model"] + (["device\ndtype"] if multi_dtype else []) + \
+        ["variant", "ce_chunk", "peak Δ", "vs\ndense", "peak\n(abs)"]
+    if timed:
+        columns += ["time\nmedian", "p25–p75", "vs\ndense ", "tokens/s", "compile"]
+    for name in columns + ["status"]:
+        table.add_column(name.strip(), justify="left" if name in ("variant", "device\ndtype", "status") else "right",
+                         style="dim" if name == "p25–p75" else None, no_wrap=name == "p25–p75")
+    reasons: list[str] = []
     groups = list(frame.groupby(SHAPE, sort=False, dropna=False))
     for gi, (key, group) in enumerate(groups):
         workload, device, dtype, batch, context, vocab, d_model = key
@@ -61,30 +56,24 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
         for ri, (_, row) in enumerate(group.iterrows()):
             first = ri == 0
             mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
-            p25, p75 = _value(row["time_ms_p25"]), _value(row["time_ms_p75"])
-            tps, compile_s = _value(row["tokens_per_s"]), _value(row["compile_s"])
             status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
             if row["status"] != "ok" and row["error"]:
-                status.append(f" {row['error'][:60]}", style="dim")
-            cells: list[object] = [
-                f"{batch}×{context}" if first else "",
-                f"{vocab:,}" if first else "",
-                f"{d_model:,}" if first else "",
-            ]
+                if row["error"] not in reasons:
+                    reasons.append(row["error"])
+                status.append(f" [{reasons.index(row['error']) + 1}]", style="dim")
+            cells: list[object] = [f"{batch}×{context}" if first else "",
+                                   f"{vocab:,}" if first else "", f"{d_model:,}" if first else ""]
             if multi_dtype:
                 cells.append(f"{device} {dtype}" if first else "")
-            cells += [
-                row["variant"],
-                "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
-                format_bytes(mem),
-                _ratio(mem, base_mem),
-                format_bytes(_value(row["peak_bytes"])),
-                format_ms(time_ms),
-                format_ms_range(p25, p75, time_ms),
-                _ratio(time_ms, base_time),
-                "–" if tps is None else f"{tps:,.0f}",
-                "–" if compile_s is None else f"{compile_s:.1f} s",
-                status,
-            ]
-            table.add_row(*cells, end_section=ri == len(group) - 1 and gi < len(groups) - 1)
+            cells += [row["variant"], "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
+                      format_bytes(mem), _ratio(mem, base_mem), format_bytes(_value(row["peak_bytes"]))]
+            if timed:
+                tps, compile_s = _value(row["tokens_per_s"]), _value(row["compile_s"])
+                cells += [format_ms(time_ms),
+                          format_ms_range(_value(row["time_ms_p25"]), _value(row["time_ms_p75"]), time_ms),
+                          _ratio(time_ms, base_time), "–" if tps is None else f"{tps:,.0f}",
+                          "–" if compile_s is None else f"{compile_s:.1f} s"]
+            table.add_row(*cells, status, end_section=ri == len(group) - 1 and gi < len(groups) - 1)
+    if reasons:
+        table.caption = "\n".join(f"[{i}] {reason}" for i, reason in enumerate(reasons, 1))
     return table

@@ -82,11 +82,12 @@ def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing,
     return memory, timing, first_ms
 
 
-def run(config: Config, settings: Settings) -> Result:
-    """Measure `config`; never raises for a failure of the step itself."""
-    result = Result(
+def blank_result(config: Config, device_name: str) -> Result:
+    """A row for `config` with status ok, its reference quantities and environment
+    filled in, and every measurement empty."""
+    return Result(
         variant=config.variant, workload=config.workload, device=config.device,
-        device_name=device_name(config.device), dtype=config.dtype, batch=config.batch,
+        device_name=device_name, dtype=config.dtype, batch=config.batch,
         context=config.context, tokens=config.tokens, vocab=config.vocab, d_model=config.d_model,
         ce_chunk=config.ce_chunk, status="ok", error="", peak_bytes=None, base_bytes=None,
         peak_delta_bytes=None, mem_method="", time_ms_median=None, time_ms_p25=None,
@@ -95,6 +96,11 @@ def run(config: Config, settings: Settings) -> Result:
         torch_version=torch.__version__, cebench_version=cebench.__version__,
         threads=torch.get_num_threads(), timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def run(config: Config, settings: Settings) -> Result:
+    """Measure `config`; never raises for a failure of the step itself."""
+    result = blank_result(config, device_name(config.device))
     reason = variants.get(config.variant).unsupported_reason(config.device)
     if reason:
         result.status, result.error = "unsupported", reason

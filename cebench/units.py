@@ -14,8 +14,8 @@ _SIZE_UNITS = {
 
 
 def _sig3(x: float) -> str:
-    """Three significant digits, trailing zeros kept: 7 → '7.00', 589 → '589'."""
-    return f"{x:#.3g}".rstrip(".")
+    """Three significant digits, trailing zeros kept (7 → '7.00'); no exponent (1018 → '1018')."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:#.3g}".rstrip(".")
 
 
 def format_bytes(n: float | None) -> str:
@@ -23,7 +23,7 @@ def format_bytes(n: float | None) -> str:
     if n is None:
         return "–"
     for unit, scale in _BINARY:
-        if abs(n) >= scale:
+        if abs(n) >= scale * 0.9995:  # 1023.9 KiB reads as 1.00 MiB, not 1.02e+03 KiB
             return f"{_sig3(n / scale)} {unit}"
     return f"{n:.0f} B"
 

@@ -24,7 +24,8 @@ def _joined(frame: pd.DataFrame, column: str) -> str:
     return ", ".join(sorted(frame[column].astype(str).unique()))
 
 
-@app.command(help=f"Print the table cebench sweep prints, from a results CSV. {LAST_ROW}")
+@app.command(help=f"Print the table cebench sweep prints, from a results CSV. {LAST_ROW}",
+             short_help="Print the sweep table from a results CSV.")
 def show(csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False)) -> None:
     frame = load(csv)
     rows = latest(frame)
@@ -37,11 +38,12 @@ def show(csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False)) -> 
 
 
 @app.command(help=(
-    "Draw figures from a results CSV: memory-vs-<x>.png (peak memory the step adds, with the full fp32 "
-    "logits dashed for scale), time-vs-<x>.png (median step time, p25–p75 band) and memory-vs-time.png "
+    "Draw figures from a results CSV: memory-vs-X.png (peak memory the step adds, with the full fp32 "
+    "logits dashed for scale), time-vs-X.png (median step time, p25–p75 band) and memory-vs-time.png "
     "(the trade-off, one panel per configuration). One line per variant, chunked variants one per ce_chunk; "
     "oom/error points are red crosses at the top of their panel. One panel per combination of the other "
-    f"parameters that vary. {LAST_ROW} Prints the paths written."))
+    f"parameters that vary; X is the --x parameter. {LAST_ROW} Prints the paths written."),
+    short_help="Draw memory and time figures from a results CSV.")
 def plot(
     csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False),
     x: str = typer.Option(None, "--x", help="Parameter on the x axis: batch, context, vocab or d_model. "
@@ -119,7 +121,8 @@ def _summary(report: CheckReport) -> Text:
     "it was ok in the baseline and is oom or error now; with --time-tol, also when its median step time "
     "grew by more than that. Improvements are listed. Points measured on one side only are warnings "
     f"(failures with --strict). {LAST_ROW}\n\n"
-    "Exit codes: 0 pass · 1 regression (or, with --strict, a missing point) · 2 usage or input error."))
+    "Exit codes: 0 pass · 1 regression (or, with --strict, a missing point) · 2 usage or input error."),
+    short_help="Fail (exit 1) when peak memory grew against a baseline CSV.")
 def check(
     csv: Path = typer.Argument(..., help="The results CSV to check: the new measurements.", show_default=False),
     baseline: Path = typer.Option(..., "--baseline", help="The results CSV to compare with.", show_default=False),

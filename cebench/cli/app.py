@@ -25,6 +25,7 @@ app = typer.Typer(
     help="What a cross-entropy-over-vocabulary implementation really costs: peak memory and step time.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
 )
 

@@ -8,11 +8,10 @@ import torch
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from cebench import variants
 from cebench.cli.app import app, err, out
-from cebench.config import (DEFAULTS, Config, Grid, check_temperature, check_vocab, parse_ints, resolve_device,
-                            resolve_dtype, select_variants)
-from cebench.workloads import WORKLOADS
+from cebench.cli.options import (Batch, CeChunk, Context, DModel, Dtype, Temperature, VariantNames, Vocab, Workload,
+                                 build_grid)
+from cebench.config import DEFAULTS, Config, resolve_device
 from cebench.errors import UsageError
 from cebench.report import results_table
 from cebench.results import ResultWriter, to_frame
@@ -24,51 +23,30 @@ def _label(c: Config) -> str:
     return f"{c.variant:<18} b={c.batch} ctx={c.context} V={c.vocab} d={c.d_model}{chunk}"
 
 
-def default_out() -> Path:
-    return Path("results") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.csv"
-
-
-def build_grid(batch: str | None, context: str | None, vocab: str | None, d_model: str | None,
-               ce_chunk: str | None, variant: str | None, workload: str | None, dtype: str | None,
-               device: str, temperature: float) -> Grid:
-    """Parse the grid options; unset ones take the device's defaults."""
-    dev = resolve_device(device)
-    d = DEFAULTS[dev]
-    return Grid(
-        variants=select_variants(variant, workload),
-        device=dev,
-        dtype=resolve_dtype(dtype) if dtype else d.dtype,
-        batch=parse_ints(batch, "--batch") if batch else d.batch,
-        context=parse_ints(context, "--context") if context else d.context,
-        vocab=check_vocab(parse_ints(vocab, "--vocab") if vocab else d.vocab),
-        d_model=parse_ints(d_model, "--d-model") if d_model else d.d_model,
-        ce_chunk=parse_ints(ce_chunk, "--ce-chunk") if ce_chunk else d.ce_chunk,
-        temperature=check_temperature(temperature),
-    )
+def default_out(kind: str) -> Path:
+    """results/<kind>-<local time>.csv"""
+    return Path("results") / f"{kind}-{datetime.now():%Y%m%d-%H%M%S}.csv"
 
 
 @app.command()
 def sweep(
-    batch: str = typer.Option(None, help="Batch sizes, comma-separated. [default: cpu 2,8; cuda 4,8,16,32]"),
-    context: str = typer.Option(None, help="Context lengths (tokens per sequence). [default: 128]"),
-    vocab: str = typer.Option(None, help="Vocabulary sizes. [default: 50257]"),
-    d_model: str = typer.Option(None, "--d-model", help="Hidden sizes. [default: cpu 128; cuda 2048]"),
-    ce_chunk: str = typer.Option(None, "--ce-chunk",
-                                 help="Rows per chunk for chunked variants. [default: cpu 256,512; cuda 2048,8192]"),
-    variant: str = typer.Option(None, help=f"Variants, comma-separated, from: {', '.join(variants.names())}. "
-                                           "[default: every variant of --workload]"),
-    workload: str = typer.Option(None, help=f"Workloads, comma-separated: {', '.join(WORKLOADS)} (forward + backward "
-                                            "of the loss; one no-grad sampling call). [default: loss]"),
-    temperature: float = typer.Option(0.9, help="Sampling temperature of the sample workload (> 0)."),
-    dtype: str = typer.Option(None, help="fp32, bf16 or fp16 for h and weight. [default: cpu fp32; cuda bf16]"),
+    batch: Batch = None,
+    context: Context = None,
+    vocab: Vocab = None,
+    d_model: DModel = None,
+    ce_chunk: CeChunk = None,
+    variant: VariantNames = None,
+    workload: Workload = None,
+    temperature: Temperature = 0.9,
+    dtype: Dtype = None,
     device: str = typer.Option("auto", help="auto, cpu or cuda (auto: cuda when a GPU is visible)."),
-    repeats: int = typer.Option(None, help="Timed steps per point. [default: cpu 5; cuda 20]"),
+    repeats: int = typer.Option(None, help="Timed steps per point. Default: cpu 5; cuda 20."),
     warmup: int = typer.Option(None, help="Untimed steps before measuring, ≥ 1 (compilation happens here). "
-                                          "[default: cpu 1; cuda 3]"),
+                                          "Default: cpu 1; cuda 3."),
     threads: int = typer.Option(None, help="torch intra-op threads, fixed for the run and recorded. "
-                                           "[default: torch's own choice]"),
+                                           "Default: torch's own choice."),
     out_path: Path = typer.Option(None, "--out", help="CSV to write; an existing cebench CSV is appended to. "
-                                                      "[default: results/sweep-<time>.csv]"),
+                                                      "Default: results/sweep-<time>.csv."),
 ) -> None:
     """Measure peak memory and step time of every variant over the grid of sizes.
 
@@ -76,7 +54,8 @@ def sweep(
     chunked variants also over --ce-chunk. Each row is written to the CSV as soon as it is
     measured; an oom or error is recorded as a row and the sweep goes on.
     """
-    grid = build_grid(batch, context, vocab, d_model, ce_chunk, variant, workload, dtype, device, temperature)
+    grid = build_grid(resolve_device(device), batch, context, vocab, d_model, ce_chunk, variant, workload, dtype,
+                      temperature)
     d = DEFAULTS[grid.device]
     settings = Settings(warmup=d.warmup if warmup is None else warmup, repeats=d.repeats if repeats is None else repeats)
     if settings.warmup < 1 or settings.repeats < 1:
@@ -86,7 +65,7 @@ def sweep(
             raise UsageError("--threads must be at least 1")
         torch.set_num_threads(threads)
     points = grid.expand()
-    path = out_path or default_out()
+    path = out_path or default_out("sweep")
     rows = []
     with ResultWriter(path) as writer, Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

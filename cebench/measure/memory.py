@@ -35,13 +35,16 @@ class MemoryReading:
         return self.peak_bytes - self.base_bytes
 
 
-def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    """Bytes of the distinct storages behind `tensors` (views share one storage)."""
-    seen: dict[tuple[str, int], int] = {}
-    for t in tensors:
-        storage = t.untyped_storage()
-        seen[(str(t.device), storage.data_ptr())] = storage.nbytes()
-    return sum(seen.values())
+def round_up(nbytes: int, granularity: int) -> int:
+    """`nbytes` rounded up to a multiple of `granularity` (0 stays 0)."""
+    return -(-nbytes // granularity) * granularity
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor], granularity: int = 1) -> int:
+    """Bytes of the distinct storages behind `tensors` (views share one storage), each
+    rounded up to a multiple of `granularity`. Works on `meta` tensors too."""
+    sizes = {t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in tensors}
+    return sum(round_up(n, granularity) for n in sizes.values())
 
 
 @contextlib.contextmanager

@@ -1,0 +1,137 @@
+"""The storage tracker, `predict` against measurement, and the `fit` search."""
+import gc
+import random
+from dataclasses import replace
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cebench.cli import app
+from cebench.measure.memory import CPU_METHOD
+from cebench.measure.tracker import StorageTracker
+from cebench.predict import COMPILED_REASON, PREDICTED, fit, largest_fitting, predict, predict_peak
+from cebench.runner import Settings, run
+from conftest import cpu_config
+
+ONE_STEP = Settings(warmup=1, repeats=1)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_tracker_releases_temporaries_so_the_peak_is_not_the_sum(device):
+    with StorageTracker() as tracker:
+        for _ in range(10):
+            torch.empty(1000, device=device)  # 4000 B, freed before the next
+        keep = torch.empty(500, device=device)
+        torch.empty(250, device=device)
+    assert tracker.peak == 4000
+    assert tracker.current == 2000
+    del keep
+    gc.collect()
+    assert tracker.current == 0
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_tracker_never_counts_inputs_or_their_views(device):
+    weight = torch.zeros(300, 20, device=device)
+    h = torch.zeros(50, 20, device=device)
+    with StorageTracker(ignore=[weight, h]) as tracker:
+        views = [weight.t(), weight[10:], h.view(-1), h.unsqueeze(0)]
+        weight.add_(1.0)
+        out = h @ weight.t()  # (50, 300) fp32: the only new storage
+    assert tracker.peak == tracker.current == 50 * 300 * 4
+    assert views and out.shape == (50, 300)
+
+
+def test_tracker_follows_resizes_and_rounds_to_cuda_blocks():
+    with StorageTracker() as exact:
+        grow = torch.empty(0)
+        grow.resize_(1000)
+    assert exact.peak == 4000
+    with StorageTracker(granularity=512) as rounded:
+        tiny = torch.empty(1)  # 4 B → one 512 B block
+        small = torch.empty(129)  # 516 B → two blocks
+    assert rounded.peak == 512 + 1024 and tiny.numel() + small.numel() == 130
+
+
+SHAPES = [  # batch, context, vocab, d_model, ce_chunk: odd sizes, N not divisible, ce_chunk > N
+    (3, 37, 1013, 24, 64),
+    (5, 50, 2000, 48, 32),
+    (2, 16, 999, 16, 100),
+]
+VARIANTS = [("dense", "loss"), ("chunked", "loss"), ("dense-sample", "sample"), ("chunked-sample", "sample")]
+
+
+@pytest.mark.parametrize("variant,workload", VARIANTS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_predict_for_cpu_agrees_with_the_measured_peak(variant, workload, shape):
+    batch, context, vocab, d_model, chunk = shape
+    config = cpu_config(variant, workload=workload, batch=batch, context=context, vocab=vocab, d_model=d_model,
+                        ce_chunk=chunk if "chunked" in variant else None)
+    measured = run(config, ONE_STEP)
+    predicted = predict(config)
+    assert measured.mem_method == CPU_METHOD and predicted.mem_method == PREDICTED
+    assert predicted.base_bytes == measured.base_bytes
+    diff = abs(predicted.peak_delta_bytes - measured.peak_delta_bytes)
+    assert diff <= max(0.01 * measured.peak_delta_bytes, 64 * 1024), (predicted.peak_delta_bytes, measured.peak_delta_bytes)
+    if variant in ("dense", "chunked"):  # the loss: to the byte
+        assert predicted.peak_delta_bytes == measured.peak_delta_bytes
+
+
+def test_predict_marks_compiled_variants_unsupported_and_leaves_time_empty():
+    row = predict(cpu_config("chunked-compiled", ce_chunk=32))
+    assert (row.status, row.error) == ("unsupported", COMPILED_REASON)
+    row = predict(cpu_config("dense"))
+    assert row.status == "ok" and row.time_ms_median is None and row.repeats is None
+
+
+def test_largest_fitting_matches_brute_force_on_convex_piecewise_linear_peaks():
+    rng = random.Random(0)
+    for _ in range(300):
+        phases = [(rng.randint(0, 10**6), rng.randint(0, 5000)) for _ in range(rng.randint(1, 4))]
+        peak = lambda b: max(a + s * b for a, s in phases)  # noqa: E731
+        cap, budget = rng.randint(1, 3000), rng.randint(0, 10**7)
+        want = max((b for b in range(1, cap + 1) if peak(b) <= budget), default=0)
+        assert largest_fitting(peak, budget, rng.randint(-5, cap + 5), cap) == want
+
+
+@pytest.mark.parametrize("variant,chunk", [("dense", None), ("chunked", 96)])
+def test_fit_finds_the_largest_batch_a_scan_would(variant, chunk):
+    config = cpu_config(variant, context=32, vocab=3000, d_model=32, ce_chunk=chunk)
+    peaks = {b: predict_peak(replace(config, batch=b)).peak_bytes for b in range(1, 41)}
+    budget = (peaks[17] + peaks[18]) // 2
+    result = fit(config, budget, max_batch=40)
+    assert result.batch == 17 and result.peak_bytes == peaks[17] and not result.at_limit
+    assert result.predictions < 20  # a search, not a scan of all 40
+    assert fit(config, peaks[40] + 1, max_batch=40).at_limit
+    assert fit(config, peaks[1] - 1, max_batch=40).batch == 0
+
+
+def test_predict_and_fit_commands(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "p.csv"
+    res = runner.invoke(app, ["predict", "--target", "cpu", "--batch", "2,4", "--context", "32", "--vocab", "1000",
+                              "--d-model", "16", "--ce-chunk", "32", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text().splitlines()
+    assert len(text) == 1 + 2 * 4 and all(",predicted," in line for line in text[1:] if ",ok," in line)
+    assert sum(",unsupported," in line for line in text) == 4  # the two compiled variants × 2 batches
+    for command in (["show", str(out)], ["check", str(out), "--baseline", str(out)]):
+        res = runner.invoke(app, command)
+        assert res.exit_code == 0, (command, res.output)
+    res = runner.invoke(app, ["plot", str(out), "--out-dir", str(tmp_path / "fig")])
+    assert res.exit_code == 0 and res.output.split() == [str(tmp_path / "fig" / "memory-vs-batch.png")]
+    res = runner.invoke(app, ["fit", "--budget", "1MiB", "--target", "cpu", "--context", "32", "--vocab", "1000",
+                              "--d-model", "16", "--ce-chunk", "32,64", "--max-batch", "64", "--measure"])
+    assert res.exit_code == 0, res.output
+    assert "max batch" in res.output and "measured peak" in res.output and "chunked" in res.output
+    for args, message in ((["--budget", "lots"], "is not a byte size"), (["--budget", "1GiB", "--target", "tpu"],
+                                                                         "--target: 'tpu'")):
+        res = runner.invoke(app, ["fit", *args])
+        assert res.exit_code == 2 and message in res.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_fit_measure_on_cuda_needs_a_gpu():
+    res = CliRunner().invoke(app, ["fit", "--budget", "80GiB", "--measure"])
+    assert res.exit_code == 2 and "no CUDA GPU is visible" in res.output
