@@ -152,7 +152,8 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
             report.improved.append(Finding(config, STATUS, base_status, cur_status, None))
         elif base_status == cur_status == "ok":
             _compare_metric(report, config, MEMORY, row[f"{MEMORY}_b"], row[f"{MEMORY}_r"], mem_tol)
-            if time_tol is not None:
+            if time_tol is not None and pd.notna(row[f"{TIME}_b"]) and pd.notna(row[f"{TIME}_r"]):
+                # predicted rows carry no time: only memory is compared for them
                 _compare_metric(report, config, TIME, row[f"{TIME}_b"], row[f"{TIME}_r"], time_tol)
     if not report.matched:
         raise UsageError(f"{names[0]} and {names[1]} have no measured configuration in common "
