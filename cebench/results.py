@@ -122,6 +122,8 @@ def check_appendable(path: Path) -> None:
 def load(path: Path) -> pd.DataFrame:
     """Read and validate a results CSV: integer columns as nullable Int64, floats as
     float64. Raises `UsageError` naming the problem for a missing, empty or malformed file."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a CSV file")
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
     try:

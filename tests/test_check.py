@@ -12,37 +12,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from cebench.cli import app
-
-# Tiny eager CPU points: the whole sweep takes about a second in-process.
-SMALL = ["--device", "cpu", "--vocab", "1000", "--d-model", "16", "--ce-chunk", "16", "--variant", "dense,chunked",
-         "--repeats", "1"]
-MEASURED = ("peak_bytes", "base_bytes", "peak_delta_bytes", "time_ms_median", "time_ms_p25", "time_ms_p75",
-            "time_ms_min", "tokens_per_s")
-
-
-def sweep_csv(path: Path, *grid: str) -> Path:
-    """A real results CSV from `cebench sweep` over the SMALL grid plus `grid`."""
-    result = CliRunner().invoke(app, ["sweep", *SMALL, *grid, "--out", str(path)])
-    assert result.exit_code == 0, result.output
-    return path
-
-
-def rewrite(src: Path, dst: Path, edit: Callable[[pd.DataFrame], pd.DataFrame | None]) -> Path:
-    """Copy a results CSV, cells as text, through `edit` (in place, or returning a new frame)."""
-    frame = pd.read_csv(src, dtype=str, keep_default_na=False)
-    edited = edit(frame)
-    (frame if edited is None else edited).to_csv(dst, index=False)
-    return dst
-
+from conftest import fail, rewrite, sweep_csv
 
 def rows(frame: pd.DataFrame, variant: str, batch: int) -> pd.Series:
     return (frame["variant"] == variant) & (frame["batch"] == str(batch))
-
-
-def fail(frame: pd.DataFrame, mask: pd.Series, status: str, error: str = "OutOfMemoryError: out of memory") -> None:
-    """Turn the `mask` rows into non-ok rows as the runner writes them: no measurements, a reason."""
-    frame.loc[mask, list(MEASURED)] = ""
-    frame.loc[mask, ["status", "error"]] = [status, error]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from matplotlib import image
 from typer.testing import CliRunner, Result
 
 from cebench.cli import app
-from test_check import fail, rewrite, sweep_csv
+from conftest import fail, rewrite, sweep_csv
 
 NAMES = ("memory-vs-batch", "time-vs-batch", "memory-vs-time")
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner, Result
 
 from cebench.cli import app
 from cebench.results import COLUMNS
-from test_check import SMALL, rewrite
+from conftest import SMALL, rewrite
 
 HEADER = ",".join(COLUMNS)
 
@@ -121,6 +121,11 @@ def test_malformed_csv_is_one_line_and_exit_2(measured, tmp_path, make, message,
 def test_missing_file(tmp_path):
     result = invoke("show", tmp_path / "nope.csv")
     assert result.exit_code == 2 and f"{tmp_path / 'nope.csv'}: no such file" in result.stderr
+
+
+def test_a_directory_is_not_a_csv(tmp_path):
+    result = invoke("show", tmp_path)
+    assert result.exit_code == 2 and f"{tmp_path} is a directory, not a CSV file" in result.stderr
 
 
 def test_installed_entry_point_exits_2_without_traceback(tmp_path):
