@@ -30,7 +30,7 @@ def main() -> None:
     points = grid.expand()
     start = time.perf_counter()
     rss_after_10 = None
-    for i, point in enumerate(points):
+    for point in points:
         row = predict(point)
         assert row.status == "ok", row.error
         if point.batch == BATCHES[9] and rss_after_10 is None:
