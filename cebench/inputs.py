@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from cebench.config import Config
+from cebench.workloads import LOSS
 
 SEED = 0
 
@@ -24,8 +25,10 @@ class Inputs:
         return (self.h, self.weight, self.targets)
 
 
-def make(config: Config, device: str | torch.device | None = None, requires_grad: bool = True) -> Inputs:
-    """Deterministic inputs for `config` (fixed seed), on `device` (default: the config's)."""
+def make(config: Config, device: str | torch.device | None = None) -> Inputs:
+    """Deterministic inputs for `config` (fixed seed), on `device` (default: the config's).
+    `h` and `weight` require grad for the loss workload, whose step differentiates them."""
+    requires_grad = config.workload == LOSS
     device = torch.device(device if device is not None else config.device)
     gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
     std = 1.0 / math.sqrt(config.d_model)

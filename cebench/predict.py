@@ -19,7 +19,7 @@ from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import CUDA_BLOCK_BYTES, StorageTracker
 from cebench.results import PREDICTED, Result
 from cebench.runner import blank_result, describe
-from cebench.workloads import LOSS, make_step
+from cebench.workloads import make_step
 
 COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
                    "measure compiled variants with cebench sweep")
@@ -54,7 +54,7 @@ def predict_peak(config: Config) -> MemoryReading:
     CPU target the RNG states saved by checkpointing count too (on CUDA they live in host
     memory, outside the device's allocator)."""
     g = granularity(config.device)
-    x = inputs_mod.make(config, device="meta", requires_grad=config.workload == LOSS)
+    x = inputs_mod.make(config, device="meta")
     step = make_step(variants.get(config.variant).fn, x, config)
     step.prepare()
     base = storage_bytes(x.tensors(), g)

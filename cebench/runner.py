@@ -19,7 +19,7 @@ from cebench.config import Config
 from cebench.measure.memory import MemoryReading, measure_peak
 from cebench.measure.timing import Timing, time_once, time_steps
 from cebench.results import Result
-from cebench.workloads import LOSS, logits_fp32_bytes, lower_bound_bytes, make_step
+from cebench.workloads import logits_fp32_bytes, lower_bound_bytes, make_step
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def free_memory(device: str) -> None:
 def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing, float]:
     variant = variants.get(config.variant)
     fn = variant.build()
-    inputs = inputs_mod.make(config, requires_grad=config.workload == LOSS)
+    inputs = inputs_mod.make(config)
     step = make_step(fn, inputs, config)
     first_ms = 0.0
     for i in range(settings.warmup):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from cebench import variants
-from cebench.config import DTYPES
+from cebench import inputs, variants
+from cebench.config import Config
 from cebench.workloads import BASELINE, LOSS, SAMPLE
 
 # Max-norm relative error allowed per input dtype. fp32: accumulation-order rounding
@@ -84,15 +84,6 @@ class SamplerCheck:
     note: str = ""
 
 
-def _inputs(case: LossCase, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(SEED)
-    std = 1 / math.sqrt(case.d_model)
-    h = (torch.randn(case.tokens, case.d_model, generator=gen) * std).to(dtype)
-    w = (torch.randn(case.vocab, case.d_model, generator=gen) * std).to(dtype)
-    t = torch.randint(0, case.vocab, (case.tokens,), generator=gen)
-    return h, w, t
-
-
 def _loss_and_grads(fn, h, w, t, ce_chunk) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
     """Loss, grad h, grad weight (zeros where no gradient flows), and whether it flowed."""
     h = h.detach().clone().requires_grad_()
@@ -122,7 +113,8 @@ def _reference(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, _: object) -> 
 def verify_loss(variant: str, case: LossCase, dtype: str) -> LossCheck:
     """Loss, grad h and grad weight of `variant` against the float64 dense reference."""
     tol = TOLERANCE[dtype]
-    h, w, t = _inputs(case, DTYPES[dtype])
+    x = inputs.make(Config(variant, LOSS, "cpu", dtype, case.tokens, 1, case.vocab, case.d_model, case.ce_chunk))
+    h, w, t = x.tensors()
     loss, grad_h, grad_w, attached = _loss_and_grads(variants.get(variant).build(), h, w, t, case.ce_chunk)
     if case.tokens == 0:
         value = {"loss": loss.item()}

@@ -23,9 +23,9 @@ def _label(c: Config) -> str:
     return f"{c.variant:<18} b={c.batch} ctx={c.context} V={c.vocab} d={c.d_model}{chunk}"
 
 
-def default_out(kind: str) -> Path:
-    """results/<kind>-<local time>.csv"""
-    return Path("results") / f"{kind}-{datetime.now():%Y%m%d-%H%M%S}.csv"
+def default_out() -> Path:
+    """results/sweep-<local time>.csv"""
+    return Path("results") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.csv"
 
 
 @app.command()
@@ -65,7 +65,7 @@ def sweep(
             raise UsageError("--threads must be at least 1")
         torch.set_num_threads(threads)
     points = grid.expand()
-    path = out_path or default_out("sweep")
+    path = out_path or default_out()
     rows = []
     with ResultWriter(path) as writer, Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
