@@ -17,7 +17,7 @@ from fractions import Fraction
 import pandas as pd
 
 from cebench.errors import UsageError
-from cebench.results import FAILED, KEY_COLUMNS, latest
+from cebench.results import FAILED, KEY_COLUMNS, distinct, latest
 
 MEMORY = "peak_delta_bytes"
 TIME = "time_ms_median"
@@ -114,10 +114,6 @@ def _compare_metric(report: CheckReport, config: Key, metric: str, base: object,
     (report.regressed if growth > 0 else report.improved).append(Finding(config, metric, base_n, cur_n, change))
 
 
-def _values(frame: pd.DataFrame, column: str) -> str:
-    return ", ".join(sorted(set(frame[column].astype(str))))
-
-
 def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = Fraction(1, 100),
             time_tol: Fraction | None = None, strict: bool = False,
             names: tuple[str, str] = ("results", "baseline")) -> CheckReport:
@@ -158,14 +154,14 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
     if not report.matched:
         raise UsageError(f"{names[0]} and {names[1]} have no measured configuration in common "
                          f"(matched on {', '.join(KEY_COLUMNS)}); nothing to check")
-    if _values(results, "torch_version") != _values(baseline, "torch_version"):
-        report.warnings.append(f"torch differs: {names[1]} {_values(baseline, 'torch_version')}, "
-                               f"{names[0]} {_values(results, 'torch_version')}; memory may differ "
+    if distinct(results, "torch_version") != distinct(baseline, "torch_version"):
+        report.warnings.append(f"torch differs: {names[1]} {distinct(baseline, 'torch_version')}, "
+                               f"{names[0]} {distinct(results, 'torch_version')}; memory may differ "
                                "for that reason alone")
     if time_tol is not None:
         for column in ("device_name", "threads"):
-            if _values(results, column) != _values(baseline, column):
-                report.warnings.append(f"{column} differs: {names[1]} {_values(baseline, column)}, "
-                                       f"{names[0]} {_values(results, column)}; times are compared "
+            if distinct(results, column) != distinct(baseline, column):
+                report.warnings.append(f"{column} differs: {names[1]} {distinct(baseline, column)}, "
+                                       f"{names[0]} {distinct(results, column)}; times are compared "
                                        "across different setups")
     return report

@@ -26,12 +26,12 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from cebench.errors import UsageError  # noqa: E402
-from cebench.results import FAILED, KEY_COLUMNS, latest  # noqa: E402
+from cebench.results import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, latest  # noqa: E402
 
 X_PARAMS = ("batch", "context", "vocab", "d_model")
-# What a configuration is, besides variant and ce_chunk: each one not on the x axis that
-# takes several values splits a figure into panels.
-PARAMS = ("workload", "device", "dtype") + X_PARAMS
+# Each configuration parameter not on the x axis that takes several values splits a
+# figure into panels.
+PARAMS = SHAPE_COLUMNS
 MAX_PANELS = 16
 REFERENCE = "fp32 logits (N × vocab × 4)"
 _MEMORY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))

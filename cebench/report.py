@@ -7,10 +7,10 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
+from cebench.results import SHAPE_COLUMNS
 from cebench.units import format_bytes, format_ms, format_ms_range
 from cebench.workloads import BASELINE
 
-SHAPE = ["workload", "device", "dtype", "batch", "context", "vocab", "d_model"]
 _STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "red", "unsupported": "yellow"}
 
 
@@ -47,7 +47,7 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
         table.add_column(name.strip(), justify="left" if name in ("variant", "device\ndtype", "status") else "right",
                          style="dim" if name == "p25–p75" else None, no_wrap=name == "p25–p75")
     reasons: list[str] = []
-    groups = list(frame.groupby(SHAPE, sort=False, dropna=False))
+    groups = list(frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False))
     for gi, (key, group) in enumerate(groups):
         workload, device, dtype, batch, context, vocab, d_model = key
         base = _baseline_row(group, workload)

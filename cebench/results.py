@@ -58,6 +58,8 @@ class Result:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
 KEY_COLUMNS = ("variant", "workload", "device", "dtype", "batch", "context", "vocab", "d_model", "ce_chunk")
+# What a configuration is besides the variant and its ce_chunk: the rows compared side by side.
+SHAPE_COLUMNS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "ce_chunk"))
 INT_COLUMNS = ("batch", "context", "tokens", "vocab", "d_model", "ce_chunk", "peak_bytes", "base_bytes",
                "peak_delta_bytes", "repeats", "logits_fp32_bytes", "lower_bound_bytes", "threads")
 FLOAT_COLUMNS = ("time_ms_median", "time_ms_p25", "time_ms_p75", "time_ms_min", "tokens_per_s", "compile_s")
@@ -167,6 +169,11 @@ def load(path: Path) -> pd.DataFrame:
         if len(blank):
             raise UsageError(f"{path}: row {blank[0] + 2}: status is ok but column '{column}' is empty")
     return _typed(frame)
+
+
+def distinct(frame: pd.DataFrame, column: str) -> str:
+    """The distinct values of `column`, as text, sorted and comma-joined (for titles and warnings)."""
+    return ", ".join(sorted(set(frame[column].astype(str))))
 
 
 def latest(frame: pd.DataFrame) -> pd.DataFrame:

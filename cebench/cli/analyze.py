@@ -4,7 +4,6 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-import pandas as pd
 import typer
 from rich.table import Table
 from rich.text import Text
@@ -13,15 +12,11 @@ from cebench.check import MEMORY, TIME, CheckReport, Finding, Key, Missing, comp
 from cebench.cli.app import app, out
 from cebench.plot import default_out_dir, plot as draw, select
 from cebench.report import results_table
-from cebench.results import latest, load
+from cebench.results import distinct, latest, load
 from cebench.units import format_bytes, format_ms
 
 CSV_HELP = "A results CSV written by cebench sweep."
 LAST_ROW = "Where the CSV holds a configuration more than once (sweeps append), its last row is used."
-
-
-def _joined(frame: pd.DataFrame, column: str) -> str:
-    return ", ".join(sorted(frame[column].astype(str).unique()))
 
 
 @app.command(help=f"Print the table cebench sweep prints, from a results CSV. {LAST_ROW}",
@@ -29,8 +24,8 @@ def _joined(frame: pd.DataFrame, column: str) -> str:
 def show(csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False)) -> None:
     frame = load(csv)
     rows = latest(frame)
-    title = (f"{csv} · {_joined(rows, 'device')} ({_joined(rows, 'device_name')}) · "
-             f"{_joined(rows, 'threads')} threads · torch {_joined(rows, 'torch_version')}")
+    title = (f"{csv} · {distinct(rows, 'device')} ({distinct(rows, 'device_name')}) · "
+             f"{distinct(rows, 'threads')} threads · torch {distinct(rows, 'torch_version')}")
     out.print(results_table(rows, title=title))
     repeated = len(frame) - len(rows)
     note = f"; {repeated} repeated row(s) hidden, the last of each shown" if repeated else ""
