@@ -5,12 +5,17 @@
 - `time-vs-<x>`: median step time against it, the p25–p75 spread as a band.
 - `memory-vs-time`: one point per variant and `ce_chunk`, one panel per configuration.
 
-Parameters that vary besides x split a figure into panels, one per combination. `oom` and
-`error` points are red crosses at the top of their panel, never dropped.
+Parameters that vary besides x split a figure into panels, one per combination; each panel
+has its own y scale, and the title says so when their maxima differ more than 2×. `oom` and
+`error` points are red crosses in a strip above their panel, off the data scale, never
+dropped. Lines that coincide (equal at every x both have) are told apart: their markers are
+shifted sideways a few points, a note "= <line>" in their colour ends them, and the legend
+says which lines they equal. A log x axis says so in its label.
 """
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
@@ -24,6 +29,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory  # noqa: E402
 
 from cebench.errors import UsageError  # noqa: E402
 from cebench.results import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, latest  # noqa: E402
@@ -37,6 +43,11 @@ REFERENCE = "fp32 logits (N × vocab × 4)"
 _MEMORY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _FAIL_STYLE = dict(marker="x", color="red", markersize=9, markeredgewidth=2.2, linestyle="none")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+# Lines closer than this fraction of the y axis's range at every shared x coincide.
+COINCIDE_TOLERANCE = 0.005
+_SHIFT_PT = 5.0  # sideways shift of a coinciding line's markers, per rank, in points
+STRIP_LABEL = "oom/error"  # the y label, and the Axes label, of the failure strip above a panel
+SCALES_DIFFER = 2.0  # panels whose y maxima differ more than this factor get a note in the title
 
 Style = dict[str, object]  # Line2D keyword arguments of one line: colour, marker, sizes
 
@@ -120,8 +131,8 @@ def _figure(n: int) -> tuple[Figure, list[Axes]]:
     return fig, flat[:n]
 
 
-def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: str | None) -> None:
-    """Suptitle: what is drawn, then every parameter held fixed (and the machine)."""
+def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: str | None, note: str = "") -> None:
+    """Suptitle: what is drawn, then every parameter held fixed (and the machine), then `note`."""
     fixed = [p for p in PARAMS if p != x and p not in varying]
     parts = [_value_text(p, frame[p].iloc[0]) for p in fixed]
     parts.insert(min(2, len(parts)), ", ".join(sorted(frame["device_name"].unique())))
@@ -130,50 +141,187 @@ def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: s
     if len(unsupported):
         lines.append("not drawn, unsupported here: " + ", ".join(f"{k} ({n} point{'s' * (n > 1)})"
                                                                  for k, n in unsupported.items()))
+    if note:
+        lines.append(note)
     fig.suptitle("\n".join(lines), fontsize=11)
 
 
 def _x_axis(ax: Axes, x: str, values: list[int]) -> None:
     """Log base 2 for powers of two, log 10 over a wide range, else linear; a tick at
-    every measured value."""
+    every measured value. A log axis says so in its label."""
+    scale = ""
     if all(v > 0 and v & (v - 1) == 0 for v in values) and len(values) > 1:
         ax.set_xscale("log", base=2)
-    elif len(values) > 1 and max(values) / min(values) >= 10:
+        scale = " (log₂ scale)"
+    elif len(values) > 1 and min(values) > 0 and max(values) / min(values) >= 10:
         ax.set_xscale("log")
+        scale = " (log scale)"
     ax.xaxis.set_major_locator(FixedLocator(values))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.set_xlabel(x)
+    ax.set_xlabel(x + scale)
 
 
-def _mark_failures(ax: Axes, failed: pd.DataFrame, x: str | None, styles: dict[str, Style]) -> int:
-    """Red crosses at the top of the panel (at their x, or at the right edge without one),
-    one row per failing line, each labelled in its line's colour. Returns the rows used."""
-    xform = ax.get_xaxis_transform() if x else ax.transAxes
-    groups = list(failed.groupby(failed.apply(_line, axis=1), sort=False)) if len(failed) else []
-    for i, (label, rows) in enumerate(groups):
-        y = 0.95 - 0.07 * i
-        xs = sorted(rows[x]) if x else [0.96]
-        ax.plot(xs, [y] * len(xs), transform=xform, clip_on=False, zorder=5, **_FAIL_STYLE)
-        at = ax.transAxes.inverted().transform(xform.transform((xs[0], y)))[0]
-        left = at > 0.6  # label on the side with room: left of a cross near the right edge
+def _ok_lines(rows: pd.DataFrame, x: str | None = None) -> dict[str, pd.DataFrame]:
+    """The `ok` rows of one panel by line, in order of first appearance (sorted by `x`)."""
+    ok = rows[rows["status"] == "ok"]
+    if ok.empty:
+        return {}
+    return {label: line.sort_values(x) if x else line
+            for label, line in ok.groupby(ok.apply(_line, axis=1), sort=False)}
+
+
+def line_values(rows: pd.DataFrame, x: str, metric: str) -> dict[str, pd.Series]:
+    """The lines one panel draws: {line label: `metric` of its `ok` rows indexed by `x`},
+    in order of first appearance; points without the metric are left out."""
+    lines = {}
+    for label, line in _ok_lines(rows, x).items():
+        values = line.set_index(x)[metric].dropna().astype(float)
+        if len(values):
+            lines[label] = values
+    return lines
+
+
+def coinciding(lines: dict[str, pd.Series], tolerance: float = 0.0) -> dict[str, str]:
+    """The lines drawn on top of an earlier one: {line: the first earlier line it equals}.
+    Two lines coincide when they differ by at most `tolerance` at every x both have, and
+    share two x or more (one where either line is a single point); lines that only meet
+    at some x do not coincide."""
+    found: dict[str, str] = {}
+    labels = list(lines)
+    for j, later in enumerate(labels):
+        for earlier in labels[:j]:
+            a, b = lines[earlier], lines[later]
+            shared = a.index.intersection(b.index)
+            if len(shared) == 0 or len(shared) < min(2, len(a), len(b)):
+                continue
+            gap = a.loc[shared].to_numpy(dtype=float) - b.loc[shared].to_numpy(dtype=float)
+            if abs(gap).max() <= tolerance:
+                found[later] = earlier
+                break
+    return found
+
+
+def _shifts(lines: dict[str, pd.Series], follows: dict[str, str]) -> dict[str, float]:
+    """Sideways marker shift (points) of each coinciding line: +1, −1, +2, … steps of
+    _SHIFT_PT within each group of lines that coincide, the first of the group unshifted."""
+    ranks: dict[str, int] = defaultdict(int)
+    shifts = {}
+    for label in lines:
+        root = label
+        while root in follows:
+            root = follows[root]
+        if root != label:
+            ranks[root] += 1
+            rank = ranks[root]
+            shifts[label] = _SHIFT_PT * ((rank + 1) // 2) * (1 if rank % 2 else -1)
+    return shifts
+
+
+def _draw_line(ax: Axes, values: pd.Series, style: Style, shift: float) -> None:
+    """A line; with `shift`, its markers drawn `shift` points to the side (an offset
+    transform: the data and the axis limits are untouched)."""
+    xs, ys = values.index.to_numpy(dtype=float), values.to_numpy(dtype=float)
+    if not shift:
+        ax.plot(xs, ys, **style)
+        return
+    ax.plot(xs, ys, **{**style, "marker": "None"})
+    offset = ax.transData + ScaledTranslation(shift / 72, 0, ax.figure.dpi_scale_trans)
+    markers = {k: v for k, v in style.items() if k != "linewidth"}
+    ax.add_artist(Line2D(xs, ys, linestyle="none", transform=offset, **markers))  # add_artist: no data limits
+
+
+def _coincide_notes(ax: Axes, lines: dict[str, pd.Series], follows: dict[str, str],
+                    styles: dict[str, Style]) -> None:
+    """"= <line>" in each coinciding line's colour at its right end: just outside the
+    panel's right edge for a line that reaches it, else just right of its last point.
+    Notes that would overlap are pushed down, 9 pt apart (on the panel's approximate
+    height). Call once the axis limits are final."""
+    ax.get_xlim()  # brings the x limits up to date
+    y0, y1 = ax.get_ylim()
+    to_axes = ax.transScale + ax.transLimits
+    height = ax.get_position().height * ax.figure.get_figheight() * 72 * 0.7  # points, about, after layout
+    ends = sorted(((label, lines[label].index[-1], lines[label].iloc[-1]) for label in follows),
+                  key=lambda end: -end[2])  # from the top; ties in legend order
+    below = math.inf
+    for label, x, y in ends:
+        at = (y - y0) / (y1 - y0) * height
+        shift = min(at, below - 9) - at
+        below = at + shift
+        edge = to_axes.transform((x, y))[0] > 0.9
+        ax.annotate(f"= {follows[label]}", (1, y) if edge else (x, y),
+                    xycoords=ax.get_yaxis_transform() if edge else "data", xytext=(4 if edge else 9, shift),
+                    textcoords="offset points", ha="left", va="center", fontsize=7.5,
+                    color=styles[label]["color"], annotation_clip=False,
+                    clip_on=False)  # unclipped: the layout makes room for it
+
+
+def _failure_strip(ax: Axes, failed: pd.DataFrame, x: str | None, styles: dict[str, Style]) -> Axes | None:
+    """A strip just above `ax`, off its data scale, labelled STRIP_LABEL: a row of red
+    crosses per failing line (at their x, sharing the panel's x axis; at the left of the
+    strip without one), labelled with the line and status in its colour. None when
+    nothing failed."""
+    if failed.empty:
+        return None
+    groups = list(failed.groupby(failed.apply(_line, axis=1), sort=False))
+    # Placed in points above the panel's top edge (a fixed size, whatever the panel's), so
+    # the constrained layout makes room for it in one pass.
+    above_top = Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans + ScaledTranslation(0, 1, ax.transAxes)
+    where = blended_transform_factory(ax.transAxes, above_top)
+    strip = ax.inset_axes([0, 5, 1, 6 + 13 * len(groups)], transform=where, sharex=ax if x else None)
+    strip.set_label(STRIP_LABEL)
+    strip.set_ylim(len(groups) - 0.5, -0.5)  # first row on top
+    strip.yaxis.set_major_locator(NullLocator())
+    strip.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
+    strip.set_ylabel(STRIP_LABEL, rotation=0, fontsize=7, ha="right", va="center")
+    if x:
+        strip.grid(axis="x", alpha=0.3)
+    else:
+        strip.set_xlim(0, 1)
+        strip.xaxis.set_major_locator(NullLocator())
+    crosses = [sorted(rows[x]) if x else [0.03] for _, rows in groups]
+    for row, xs in enumerate(crosses):
+        strip.plot(xs, [row] * len(xs), clip_on=False, zorder=5, **_FAIL_STYLE)
+    ax.get_xlim()  # brings the x limits, shared with the strip's crosses, up to date
+    to_axes = ax.transScale + ax.transLimits
+    for row, ((label, rows), xs) in enumerate(zip(groups, crosses)):
+        at = [to_axes.transform((v, 1))[0] for v in xs] if x else xs
+        # The label goes in the widest free stretch of its row: left of the first cross, or
+        # right of a cross.
+        edges = [0.0, *at, 1.0]
+        _, gap = max((edges[k + 1] - edges[k], k) for k in range(len(edges) - 1))
+        left = gap == 0
         status = "/".join(sorted(rows["status"].unique()))
-        ax.annotate(f"{label}: {status}", (xs[0] if left else xs[-1], y), xycoords=xform, fontsize=7,
-                    color=styles[label]["color"], va="center", ha="right" if left else "left",
-                    xytext=(-8 if left else 8, 0), textcoords="offset points", annotation_clip=False)
-    return len(groups)
+        strip.annotate(f"{label}: {status}", (xs[0] if left else xs[gap - 1], row), fontsize=7,
+                       color=styles[label]["color"], va="center", ha="right" if left else "left",
+                       xytext=(-8 if left else 8, 0), textcoords="offset points", annotation_clip=False)
+    return strip
 
 
-def _headroom(ax: Axes, failed_rows: int) -> None:
-    """y from 0, with room above the data for the rows of failure crosses."""
-    ax.set_ylim(bottom=0, top=ax.get_ylim()[1] * (1.12 + 0.08 * failed_rows))
+def _scales_note(tops: dict[str, list[float]]) -> str:
+    """A line for the title when the panels' axis maxima (`tops`, per axis name) differ by
+    more than SCALES_DIFFER×, or ''."""
+    differ = [(name, max(t) / min(t) if min(t) > 0 else math.inf) for name, t in tops.items()
+              if len(t) > 1 and max(t) > SCALES_DIFFER * min(t)]
+    if not differ:
+        return ""
+    axes = " and ".join(name for name, _ in differ)
+    spread = ", ".join((f"{ratio:.1f}×" if math.isfinite(ratio) else "a lot") + (f" ({name})" * (len(differ) > 1))
+                       for name, ratio in differ)
+    return f"{axes} scales differ between panels: each panel has its own, maxima apart up to {spread}"
 
 
-def _legend(fig: Figure, frame: pd.DataFrame, styles: dict[str, Style], extra: list) -> None:
-    handles = [Line2D([], [], label=label, **style) for label, style in styles.items()] + extra
+def _legend(fig: Figure, frame: pd.DataFrame, styles: dict[str, Style], extra: list,
+            names: dict[str, str] | None = None) -> None:
+    """The figure's legend: every line (named as in `names`, else its label), `extra`, and
+    the failure crosses when a row failed."""
+    names = names or {}
+    handles = [Line2D([], [], label=names.get(label, label), **style) for label, style in styles.items()] + extra
     if frame["status"].isin(FAILED).any():
-        handles.append(Line2D([], [], label="oom / error (top of panel)", **_FAIL_STYLE))
-    ncols = max(1, min(len(handles), int(fig.get_figwidth() // 2.8)))  # ~2.8 in per entry
+        handles.append(Line2D([], [], label="oom / error (in the strip above a panel)", **_FAIL_STYLE))
+    # An entry takes its handle (~0.6 in) and its text (~0.065 in a character at 8 pt).
+    entry = 0.7 + 0.065 * max(len(h.get_label()) for h in handles)
+    ncols = max(1, min(len(handles), int(fig.get_figwidth() // max(entry, 2.8))))
     fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
 
 
@@ -186,6 +334,16 @@ def _styles(labels: list[str]) -> dict[str, Style]:
             for i, label in enumerate(labels)}
 
 
+def _equal_names(equal: dict[str, dict[str, int]], shown: dict[str, int]) -> dict[str, str]:
+    """Legend names of lines that coincide with another: 'L (= E)', or 'L (= E in 2 of 4
+    panels)' where they coincide in some of the panels that draw L only."""
+    names = {}
+    for label, earlier in equal.items():
+        parts = [e if n == shown[label] else f"{e} in {n} of {shown[label]} panels" for e, n in earlier.items()]
+        names[label] = f"{label} (= {'; '.join(parts)})"
+    return names
+
+
 def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style]) -> Figure:
     """Memory (`peak_delta_bytes`) or time (`time_ms_median`) against `x`."""
     memory = metric == "peak_delta_bytes"
@@ -193,28 +351,51 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
     unit, scale = _memory_unit(frame) if memory else ("ms", 1)
     fig, axes = _figure(len(panels))
     xs = sorted(int(v) for v in frame[x].unique())
+    equal: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    shown: dict[str, int] = defaultdict(int)
+    tops = []
     for ax, (title, rows) in zip(axes, panels):
-        for label, line in rows[rows["status"] == "ok"].groupby(rows.apply(_line, axis=1), sort=False):
-            line = line.sort_values(x)
-            ax.plot(line[x], line[metric] / scale, **styles[label])
-            if not memory:
-                ax.fill_between(line[x], line["time_ms_p25"], line["time_ms_p75"], color=styles[label]["color"],
-                                alpha=0.2, linewidth=0)
+        found = line_values(rows, x, metric)
+        lines = {label: found[label] / scale for label in styles if label in found}  # in legend order
+        reach = [values.max() for values in lines.values()]
         if memory:
-            ref = rows.groupby(x)["logits_fp32_bytes"].first()
-            ax.plot(ref.index, ref / scale, linestyle="--", color="0.45", linewidth=1.2)
+            ref = rows.groupby(x)["logits_fp32_bytes"].first() / scale
+            ax.plot(ref.index.to_numpy(dtype=float), ref.to_numpy(dtype=float), linestyle="--", color="0.45",
+                    linewidth=1.2)
+            reach.append(ref.max())
+        else:
+            for label, line in _ok_lines(rows, x).items():
+                ax.fill_between(line[x].to_numpy(dtype=float), line["time_ms_p25"].to_numpy(dtype=float),
+                                line["time_ms_p75"].to_numpy(dtype=float), color=styles[label]["color"],
+                                alpha=0.2, linewidth=0)
+                reach.append(line["time_ms_p75"].max())
+        top = 1.05 * max((r for r in reach if pd.notna(r)), default=0.0)
+        follows = coinciding(lines, COINCIDE_TOLERANCE * top)
+        shifts = _shifts(lines, follows)
+        for label, values in lines.items():
+            _draw_line(ax, values, styles[label], shifts.get(label, 0.0))
+            shown[label] += 1
+        for label, earlier in follows.items():
+            equal[label][earlier] += 1
         _x_axis(ax, x, xs)
-        _headroom(ax, _mark_failures(ax, rows[rows["status"].isin(FAILED)], x, styles))
+        if top > 0:
+            ax.set_ylim(0, top)
+            if lines:
+                tops.append(top)
+        else:
+            ax.set_ylim(bottom=0)
+        _failure_strip(ax, rows[rows["status"].isin(FAILED)], x, styles)
+        _coincide_notes(ax, lines, follows, styles)
         ax.set_ylabel(f"memory added by the step ({unit})" if memory else "step time (ms)")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
     step = f"one {frame['workload'].iloc[0]} step" if frame["workload"].nunique() == 1 else "one step"
     what = (f"Peak memory {step} adds (peak_delta_bytes) vs {x}" if memory
             else f"Step time vs {x}: median, band p25–p75")
-    _title(fig, what, frame, varying, x)
+    _title(fig, what, frame, varying, x, _scales_note({"y": tops}))
     extra = ([Line2D([], [], linestyle="--", color="0.45", label=REFERENCE)] if memory
              else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
-    _legend(fig, frame, styles, extra)
+    _legend(fig, frame, styles, extra, _equal_names(equal, shown))
     return fig
 
 
@@ -223,28 +404,34 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
     varying, panels = _panels(frame, list(PARAMS), None)
     unit, scale = _memory_unit(frame)
     fig, axes = _figure(len(panels))
+    tops: dict[str, list[float]] = {"x": [], "y": []}
     for ax, (title, rows) in zip(axes, panels):
-        for _, row in rows[rows["status"] == "ok"].iterrows():
+        ok = rows[rows["status"] == "ok"]
+        for _, row in ok.iterrows():
             label, t = _line(row), row["time_ms_median"]
             spread = [[t - row["time_ms_p25"]], [row["time_ms_p75"] - t]]
             ax.errorbar([t], [row["peak_delta_bytes"] / scale], xerr=spread, capsize=3, elinewidth=1.5, **styles[label])
-        ax.axhline(rows["logits_fp32_bytes"].iloc[0] / scale, linestyle="--", color="0.45", linewidth=1.2)
+        reference = rows["logits_fp32_bytes"].iloc[0] / scale
+        ax.axhline(reference, linestyle="--", color="0.45", linewidth=1.2)
         ax.set_xlim(left=0, right=ax.get_xlim()[1] * 1.1)
-        _headroom(ax, _mark_failures(ax, rows[rows["status"].isin(FAILED)], None, styles))
+        ax.set_ylim(0, 1.05 * max(reference, (ok["peak_delta_bytes"] / scale).max() if len(ok) else 0))
+        if len(ok):
+            tops["x"].append(ax.get_xlim()[1])
+            tops["y"].append(ax.get_ylim()[1])
+        _failure_strip(ax, rows[rows["status"].isin(FAILED)], None, styles)
         ax.set_xlabel("step time, median (ms); bar p25–p75")
         ax.set_ylabel(f"memory added ({unit})")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-    _title(fig, "Memory vs time per configuration: lower left is better", frame, varying, None)
+    _title(fig, "Memory vs time per configuration: lower left is better", frame, varying, None, _scales_note(tops))
     _legend(fig, frame, styles, [Line2D([], [], linestyle="--", color="0.45", label=REFERENCE)])
     return fig
 
 
-def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = False) -> list[Path]:
-    """Draw `memory-vs-<x>`, `time-vs-<x>` and `memory-vs-time` from `frame` (rows as
-    `results.load` returns them; the last row of a repeated configuration is drawn) as PNG,
-    and SVG too with `svg`, into `out_dir`. The two time figures are left out when no row
-    was timed (predictions). Returns the paths written."""
+def figures(frame: pd.DataFrame, x: str | None = None) -> dict[str, Figure]:
+    """The figures `plot` writes, by name (`memory-vs-<x>`, and `time-vs-<x>` and
+    `memory-vs-time` when a row was timed), from `frame` as `results.load` returns it (the
+    last row of a repeated configuration is drawn). Close them with `plt.close`."""
     frame = latest(frame)
     if not frame["status"].isin(("ok",) + FAILED).any():
         raise UsageError("nothing to draw: every selected row is unsupported")
@@ -252,21 +439,36 @@ def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = F
     if x not in X_PARAMS:
         raise UsageError(f"--x: '{x}' is not one of {', '.join(X_PARAMS)}")
     styles = _styles(list(dict.fromkeys(frame.apply(_line, axis=1))))
-    figures = {f"memory-vs-{x}": _against_x(frame, x, "peak_delta_bytes", styles)}
-    if frame["time_ms_median"].notna().any():
-        figures[f"time-vs-{x}"] = _against_x(frame, x, "time_ms_median", styles)
-        figures["memory-vs-time"] = _tradeoff(frame, styles)
+    drawn = {}
+    try:
+        drawn[f"memory-vs-{x}"] = _against_x(frame, x, "peak_delta_bytes", styles)
+        if frame["time_ms_median"].notna().any():
+            drawn[f"time-vs-{x}"] = _against_x(frame, x, "time_ms_median", styles)
+            drawn["memory-vs-time"] = _tradeoff(frame, styles)
+    except BaseException:
+        for fig in drawn.values():
+            plt.close(fig)
+        raise
+    return drawn
+
+
+def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = False) -> list[Path]:
+    """Draw `memory-vs-<x>`, `time-vs-<x>` and `memory-vs-time` from `frame` (rows as
+    `results.load` returns them; the last row of a repeated configuration is drawn) as PNG,
+    and SVG too with `svg`, into `out_dir`. The two time figures are left out when no row
+    was timed (predictions). Returns the paths written."""
+    drawn = figures(frame, x)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
         for ext in ("png", "svg") if svg else ("png",):
-            for name, fig in figures.items():
+            for name, fig in drawn.items():
                 path = out_dir / f"{name}.{ext}"
                 fig.savefig(path, dpi=150)
                 paths.append(path)
     except OSError as exc:
         raise UsageError(f"--out-dir {out_dir}: cannot write there ({exc.strerror or exc})") from None
     finally:
-        for fig in figures.values():
+        for fig in drawn.values():
             plt.close(fig)
     return paths

@@ -1,4 +1,5 @@
-"""`cebench plot`: PNGs from real sweep CSVs, panels for extra parameters, oom rows as red crosses."""
+"""`cebench plot`: PNGs from real sweep CSVs, panels for extra parameters, oom rows as red crosses
+in a strip above the panel, coinciding lines told apart, log axes and panel scales labelled."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,12 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib import image
+from matplotlib.colors import to_rgb
+from matplotlib import pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from typer.testing import CliRunner, Result
 
+from cebench import plot as plotting
 from cebench.cli import app
+from cebench.results import load
 from conftest import fail, rewrite, sweep_csv
 
 NAMES = ("memory-vs-batch", "time-vs-batch", "memory-vs-time")
+CHUNKED = "chunked · ce_chunk 16"  # the line of the SMALL grid's chunked rows
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +45,44 @@ def multi_oom(multi, tmp_path_factory) -> Path:
     return rewrite(multi, tmp_path_factory.mktemp("oom") / "oom.csv", edit)
 
 
+@pytest.fixture(scope="module")
+def coincide(single, tmp_path_factory) -> Path:
+    """`single` with the chunked rows' peak_delta_bytes set to dense's at the same batch: one line
+    hidden behind the other at every x."""
+    def edit(frame: pd.DataFrame) -> None:
+        dense = frame[frame["variant"] == "dense"].set_index("batch")["peak_delta_bytes"]
+        chunked = frame["variant"] == "chunked"
+        frame.loc[chunked, "peak_delta_bytes"] = frame.loc[chunked, "batch"].map(dense)
+    return rewrite(single, tmp_path_factory.mktemp("coincide") / "coincide.csv", edit)
+
+
+@pytest.fixture
+def draw():
+    """`plot.figures` of a CSV; every figure drawn is closed after the test."""
+    drawn: list[Figure] = []
+
+    def figures(csv: Path, x: str | None = None) -> dict[str, Figure]:
+        made = plotting.figures(load(csv), x)
+        drawn.extend(made.values())
+        return made
+    yield figures
+    for fig in drawn:
+        plt.close(fig)
+
+
+def data_axes(fig: Figure) -> list[Axes]:
+    """The panels (the failure strips are child axes of theirs)."""
+    return [ax for ax in fig.axes if ax.get_visible()]
+
+
+def strips(ax: Axes) -> list[Axes]:
+    return [child for child in ax.child_axes if child.get_label() == plotting.STRIP_LABEL]
+
+
+def is_red(color: object) -> bool:
+    return tuple(np.round(to_rgb(color), 2)) == (1.0, 0.0, 0.0)
+
+
 def plot(*args: object) -> Result:
     return CliRunner().invoke(app, ["plot", *map(str, args)])
 
@@ -46,10 +92,20 @@ def pixels(path: Path) -> np.ndarray:
     return image.imread(path)[..., :3]
 
 
-def red_pixels(path: Path) -> int:
-    """Pixels of the pure red failure crosses (no line colour is this red)."""
+def red_mask(path: Path) -> np.ndarray:
+    """(height, width): where the pixels of the pure red failure crosses are (no line colour is this red)."""
     rgb = pixels(path)
-    return int(((rgb[..., 0] > 0.9) & (rgb[..., 1] < 0.15) & (rgb[..., 2] < 0.15)).sum())
+    return (rgb[..., 0] > 0.9) & (rgb[..., 1] < 0.15) & (rgb[..., 2] < 0.15)
+
+
+def red_pixels(path: Path) -> int:
+    return int(red_mask(path).sum())
+
+
+def within(mask: np.ndarray, ax: Axes) -> np.ndarray:
+    """The part of a figure's (height, width) `mask` inside `ax` (its position after drawing)."""
+    box, (height, width) = ax.get_position(), mask.shape
+    return mask[round((1 - box.y1) * height):round((1 - box.y0) * height), round(box.x0 * width):round(box.x1 * width)]
 
 
 def assert_sane_png(path: Path) -> tuple[int, int]:
@@ -139,3 +195,96 @@ def test_nothing_measured_is_a_usage_error(single, tmp_path):
     unsupported = rewrite(single, tmp_path / "u.csv", lambda f: f.assign(status="unsupported", error="no compiler"))
     result = plot(unsupported, "--out-dir", tmp_path / "out")
     assert result.exit_code == 2 and "nothing to draw" in result.stderr
+
+
+def test_coinciding_lines_are_detected(coincide, tmp_path):
+    lines = plotting.line_values(load(coincide), "batch", "peak_delta_bytes")
+    assert list(lines) == ["dense", CHUNKED] and list(lines[CHUNKED].index) == [1, 2]
+    assert plotting.coinciding(lines) == {CHUNKED: "dense"}
+    # Only meeting at some x is not coinciding; equal within the tolerance is.
+    apart = lines[CHUNKED].copy()
+    apart.iloc[-1] += 10 * 2**20
+    assert plotting.coinciding({"dense": lines["dense"], CHUNKED: apart}) == {}
+    near = lines[CHUNKED] + 3
+    assert plotting.coinciding({"dense": lines["dense"], CHUNKED: near}) == {}
+    assert plotting.coinciding({"dense": lines["dense"], CHUNKED: near}, tolerance=3) == {CHUNKED: "dense"}
+    result = plot(coincide, "--svg", "--out-dir", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert_sane_png(tmp_path / "memory-vs-batch.png")
+    assert "= dense" in (tmp_path / "memory-vs-batch.svg").read_text()
+
+
+def test_coinciding_line_gets_a_note_shifted_markers_and_a_legend_mention(coincide, single, draw):
+    fig = draw(coincide)["memory-vs-batch"]
+    (ax,) = data_axes(fig)
+    legend = {text.get_text(): handle for text, handle in zip(fig.legends[0].get_texts(),
+                                                              fig.legends[0].legend_handles)}
+    assert set(legend) >= {"dense", f"{CHUNKED} (= dense)"}
+    (note,) = [t for t in ax.texts if t.get_text() == "= dense"]
+    assert to_rgb(note.get_color()) == to_rgb(legend[f"{CHUNKED} (= dense)"].get_color())
+    # The chunked markers: at dense's data, drawn a few points to the side by their transform.
+    (markers,) = [line for line in ax.lines if line.get_linestyle() == "None"]
+    (dense,) = [line for line in ax.lines if to_rgb(line.get_color()) == to_rgb(legend["dense"].get_color())]
+    assert list(markers.get_xdata()) == list(dense.get_xdata()) == [1, 2]
+    assert list(markers.get_ydata()) == list(dense.get_ydata())
+    fig.canvas.draw()
+    xy = np.column_stack([markers.get_xdata(), markers.get_ydata()])
+    moved = markers.get_transform().transform(xy) - ax.transData.transform(xy)
+    assert np.allclose(moved[:, 1], 0) and np.all(np.abs(moved[:, 0]) >= 3 / 72 * fig.dpi)
+    # Nothing coincides in the measured CSV's memory figure: no note, no legend mention.
+    fig = draw(single)["memory-vs-batch"]
+    assert not [t for ax in data_axes(fig) for t in ax.texts if t.get_text().startswith("=")]
+    assert not [t for t in fig.legends[0].get_texts() if "(=" in t.get_text()]
+
+
+def test_failures_are_drawn_in_a_strip_above_the_data_axes(multi_oom, multi, draw, tmp_path):
+    failing = {"context 16": {"dense": [2]}, "context 32": {"dense": [2], CHUNKED: [2]}}  # line: batches
+    for name, fig in draw(multi_oom).items():
+        path = tmp_path / f"{name}.png"
+        fig.savefig(path, dpi=150)
+        red = red_mask(path)
+        in_strips = 0
+        for ax in data_axes(fig):
+            assert not [line for line in ax.lines if is_red(line.get_color())]  # no cross on the data scale
+            tops = [np.max(line.get_ydata()) for line in ax.lines if len(line.get_ydata())]
+            tops += [c.get_datalim(ax.transData).y1 for c in ax.collections]  # time bands, error bars
+            assert ax.get_ylim()[1] <= 1.06 * max(tops), name  # no headroom for the crosses
+            assert within(red, ax).sum() == 0, (name, ax.get_title())
+            for strip in strips(ax):
+                crosses = [line for line in strip.lines if is_red(line.get_color())]
+                assert crosses and all(line.get_marker() == "x" for line in crosses)
+                if name != "memory-vs-time":
+                    assert strip.get_shared_x_axes().joined(strip, ax)
+                    labels = {t.get_text().split(":")[0]: sorted(line.get_xdata())
+                              for t, line in zip(strip.texts, crosses)}
+                    assert labels == failing[ax.get_title()], name
+                assert strip.get_position().y0 >= ax.get_position().y1  # above the panel
+                in_strips += within(red, strip).sum()
+        assert in_strips > 100, name
+        assert sum(len(strips(ax)) for ax in data_axes(fig)) == 2, name  # the panels with a failure
+    # Nothing failed: no strip.
+    assert not [s for fig in draw(multi).values() for ax in data_axes(fig) for s in strips(ax)]
+
+
+@pytest.mark.parametrize("batches,label", [
+    ({"1": "1", "2": "2"}, "batch (log₂ scale)"),
+    ({"1": "3", "2": "30"}, "batch (log scale)"),
+    ({"1": "3", "2": "5"}, "batch"),
+])
+def test_a_log_x_axis_says_so(single, draw, tmp_path, batches, label):
+    csv = rewrite(single, tmp_path / "x.csv", lambda f: f.assign(batch=f["batch"].map(batches)))
+    for name, fig in draw(csv).items():
+        if name != "memory-vs-time":
+            assert [ax.get_xlabel() for ax in data_axes(fig)] == [label], name
+
+
+def test_panels_whose_scales_differ_say_so(multi, single, draw, tmp_path):
+    def grow(frame: pd.DataFrame) -> None:
+        wide = frame["context"] == "32"
+        for column in ("peak_delta_bytes", "logits_fp32_bytes"):
+            frame.loc[wide, column] = (frame.loc[wide, column].astype(int) * 10).astype(str)
+    fig = draw(rewrite(multi, tmp_path / "grown.csv", grow))["memory-vs-batch"]
+    tops = [ax.get_ylim()[1] for ax in data_axes(fig)]
+    assert len(tops) == 2 and max(tops) > 5 * min(tops)  # each panel its own y scale
+    assert "y scales differ between panels" in fig.get_suptitle()
+    assert "scales differ" not in draw(single)["memory-vs-batch"].get_suptitle()  # one panel
