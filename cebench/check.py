@@ -4,12 +4,17 @@ Points are matched on their configuration (`results.KEY_COLUMNS`); where a CSV h
 configuration more than once (sweeps append), its last row is the one compared. A matched
 point regresses when its `peak_delta_bytes` grew by more than the memory tolerance, when
 it was `ok` in the baseline and is `oom` or `error` now, or (only when a time tolerance is
-given) when its median step time grew by more than that tolerance. Points measured on one
-side only are reported as missing: warnings, or failures with `strict`.
+given) when its median step time grew by more than that tolerance *and* the slowdown is
+statistically significant: a one-sided Mann-Whitney U test of its step-time samples
+against the baseline's samples scaled by (1 + tolerance) gives p < `ALPHA`. Points whose
+samples cannot tell (none on a side, or too few) are compared on their medians alone,
+with a warning. Points measured on one side only are reported as missing: warnings, or
+failures with `strict`.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -17,7 +22,10 @@ from fractions import Fraction
 import pandas as pd
 
 from cebench.errors import UsageError
-from cebench.results import FAILED, KEY_COLUMNS, distinct, latest
+from cebench.results import FAILED, KEY_COLUMNS, distinct, latest, samples
+from cebench.stats import mann_whitney_greater
+
+ALPHA = 0.05  # significance threshold of the time gate's one-sided Mann-Whitney U test
 
 MEMORY = "peak_delta_bytes"
 TIME = "time_ms_median"
@@ -39,13 +47,16 @@ def parse_tolerance(text: str, option: str) -> Fraction:
 class Finding:
     """One matched point whose metric changed beyond the tolerance. `baseline` and
     `current` are bytes (`peak_delta_bytes`), milliseconds (`time_ms_median`) or a status;
-    `change` is (current − baseline) / baseline, None for a status or a zero baseline."""
+    `change` is (current − baseline) / baseline, None for a status or a zero baseline.
+    `p_value`: for time, the Mann-Whitney U p-value of the change beyond the tolerance
+    (None when a side had no samples)."""
 
     config: Key
     metric: str
     baseline: int | float | str
     current: int | float | str
     change: float | None
+    p_value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class CheckReport:
             "passed": self.passed,
             "mem_tol_pct": float(self.mem_tol * 100),
             "time_tol_pct": None if self.time_tol is None else float(self.time_tol * 100),
+            "alpha": ALPHA,
             "strict": self.strict,
             "matched": self.matched,
             "regressed": [asdict(f) for f in self.regressed],
@@ -114,6 +126,24 @@ def _compare_metric(report: CheckReport, config: Key, metric: str, base: object,
     (report.regressed if growth > 0 else report.improved).append(Finding(config, metric, base_n, cur_n, change))
 
 
+def _compare_time(report: CheckReport, config: Key, row: pd.Series, tol: Fraction) -> bool:
+    """File a time finding when the median grew beyond `tol` and, where the samples can
+    tell, the growth beyond `tol` is significant (p < ALPHA); an improvement is filed on
+    the medians alone. Returns whether the samples could not tell: missing on a side, or
+    too few for any p-value below ALPHA (fewer than 4 + 4, say)."""
+    base, cur = float(row[f"{TIME}_b"]), float(row[f"{TIME}_r"])
+    base_s, cur_s = samples(row["time_ms_samples_b"]), samples(row["time_ms_samples_r"])
+    testable = bool(base_s and cur_s) and 1 / math.comb(len(base_s) + len(cur_s), len(cur_s)) < ALPHA
+    change = (cur - base) / base if base else None
+    if cur > base * (1 + float(tol)):
+        p = mann_whitney_greater([v * (1 + float(tol)) for v in base_s], cur_s) if testable else None
+        if p is None or p < ALPHA:
+            report.regressed.append(Finding(config, TIME, base, cur, change, p))
+    elif cur < base * (1 - float(tol)):
+        report.improved.append(Finding(config, TIME, base, cur, change))
+    return not testable
+
+
 def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = Fraction(1, 100),
             time_tol: Fraction | None = None, strict: bool = False,
             names: tuple[str, str] = ("results", "baseline")) -> CheckReport:
@@ -128,6 +158,7 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
         if repeated:
             report.warnings.append(f"{name}: {repeated} row(s) repeat an earlier configuration; "
                                    "the last row of each is compared")
+    unsampled = 0
     merged = latest(baseline).merge(latest(results), on=keys, how="outer", suffixes=("_b", "_r"),
                                     indicator=True, sort=False)
     for _, row in merged.iterrows():
@@ -150,7 +181,7 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
             _compare_metric(report, config, MEMORY, row[f"{MEMORY}_b"], row[f"{MEMORY}_r"], mem_tol)
             if time_tol is not None and pd.notna(row[f"{TIME}_b"]) and pd.notna(row[f"{TIME}_r"]):
                 # predicted rows carry no time: only memory is compared for them
-                _compare_metric(report, config, TIME, row[f"{TIME}_b"], row[f"{TIME}_r"], time_tol)
+                unsampled += _compare_time(report, config, row, time_tol)
     if not report.matched:
         raise UsageError(f"{names[0]} and {names[1]} have no measured configuration in common "
                          f"(matched on {', '.join(KEY_COLUMNS)}); nothing to check")
@@ -158,6 +189,10 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
         report.warnings.append(f"torch differs: {names[1]} {distinct(baseline, 'torch_version')}, "
                                f"{names[0]} {distinct(results, 'torch_version')}; memory may differ "
                                "for that reason alone")
+    if unsampled:
+        report.warnings.append(f"{unsampled} point(s) have too few step-time samples for a significance test "
+                               "(none on a side, as in CSVs from before cebench kept them, or under 4 + 4 "
+                               "repeats): their time is gated on the medians alone")
     if time_tol is not None:
         for column in ("device_name", "threads"):
             if distinct(results, column) != distinct(baseline, column):

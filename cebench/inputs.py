@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cebench.config import Config
-from cebench.workloads import LOSS
+from cebench.config import LOSS, Config
 
 SEED = 0
 

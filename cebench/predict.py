@@ -14,11 +14,11 @@ import torch
 
 from cebench import inputs as inputs_mod
 from cebench import variants
-from cebench.config import Config
+from cebench.config import ITEMSIZE, Config
+from cebench.errors import describe
 from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import CUDA_BLOCK_BYTES, StorageTracker
 from cebench.results import PREDICTED, Result
-from cebench.runner import blank_result, describe
 from cebench.workloads import make_step
 
 COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
@@ -55,7 +55,7 @@ def predict_peak(config: Config) -> MemoryReading:
     memory, outside the device's allocator)."""
     g = granularity(config.device)
     x = inputs_mod.make(config, device="meta")
-    step = make_step(variants.get(config.variant).fn, x, config)
+    step = make_step(variants.get(config.variant).load(), x, config)
     step.prepare()
     base = storage_bytes(x.tensors(), g)
     tracker = StorageTracker(ignore=x.tensors(), granularity=g)
@@ -68,7 +68,7 @@ def predict_peak(config: Config) -> MemoryReading:
 def predict(config: Config) -> Result:
     """A results row for `config` with predicted memory and no time columns; compiled
     variants are `unsupported`, a step that fails on `meta` is an `error` row."""
-    result = blank_result(config, f"predicted for {config.device}")
+    result = Result.blank(config, f"predicted for {config.device}")
     if variants.get(config.variant).compiled:
         result.status, result.error = "unsupported", COMPILED_REASON
         return result
@@ -149,7 +149,7 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
             cache[batch] = predict_peak(replace(config, batch=batch)).peak_bytes
         return cache[batch]
 
-    h_bound = budget // (config.context * config.d_model * config.torch_dtype.itemsize)  # h alone must fit
+    h_bound = budget // (config.context * config.d_model * ITEMSIZE[config.dtype])  # h alone must fit
     cap = max(1, min(max_batch, h_bound))
     if peak(cap) <= budget:
         return Fit(config, cap, peak(cap), True, len(cache))

@@ -1,79 +1,130 @@
-"""The results table: variants of one config grouped together, with ratios to the
-workload's baseline (`dense`). Built from a results DataFrame, so `sweep` and `show`
-render the same thing."""
+"""The results table: the variants of one shape grouped under a line naming the shape,
+with ratios to the workload's baseline variant (`dense`). Built from a results DataFrame,
+so `sweep`, `predict` and `show` render the same thing; `view` gives the same rows as
+plain values for `show --format csv|json|markdown`."""
 from __future__ import annotations
 
 import pandas as pd
-from rich.table import Table
 from rich.text import Text
 
+from cebench import variants
 from cebench.results import SHAPE_COLUMNS
+from cebench.table import Column, Table
 from cebench.units import format_bytes, format_ms, format_ms_range
-from cebench.workloads import BASELINE
 
+NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
+NOISE_MARK = "~"
 _STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "red", "unsupported": "yellow"}
+# The view's columns besides the shape: (key, header, priority; 0 is always shown).
+_MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
+           ("mem_vs_base", "vs base", 1), ("peak_bytes", "peak", 4)]
+_TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 3), ("time_vs_base", "vs base", 2),
+         ("tokens_per_s", "tokens/s", 5), ("compile_s", "compile", 6)]
 
 
 def _value(x: object) -> float | None:
     return None if pd.isna(x) else float(x)
 
 
-def _ratio(value: float | None, base: float | None) -> Text:
-    if value is None or not base:
+def noisy(row: pd.Series) -> bool:
+    """Whether the row's p25–p75 spread is more than `NOISY` of its median."""
+    median, p25, p75 = (_value(row[c]) for c in ("time_ms_median", "time_ms_p25", "time_ms_p75"))
+    return None not in (median, p25, p75) and median > 0 and (p75 - p25) > NOISY * median
+
+
+def view(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table's rows as values: the shape, the variant, memory and time with their
+    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`),
+    `noisy`, and the status with its reason."""
+    rows = []
+    for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
+        name = variants.baseline(group["workload"].iloc[0])
+        base = group[(group["variant"] == name) & (group["status"] == "ok")]
+        base_mem = _value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
+        base_time = _value(base["time_ms_median"].iloc[-1]) if len(base) else None
+        for _, row in group.iterrows():
+            mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
+            rows.append({
+                **{c: row[c] for c in SHAPE_COLUMNS}, "variant": row["variant"], "ce_chunk": row["ce_chunk"],
+                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
+                "mem_vs_base": mem / base_mem if mem is not None and base_mem else None,
+                "peak_bytes": row["peak_bytes"], "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
+                "time_ms_p75": row["time_ms_p75"],
+                "time_vs_base": time_ms / base_time if time_ms is not None and base_time else None,
+                "noisy": noisy(row), "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
+                "status": row["status"], "error": row["error"],
+            })
+    return pd.DataFrame(rows)
+
+
+def _ratio(r: float | None) -> Text:
+    if r is None or pd.isna(r):
         return Text("–", style="dim")
-    r = value / base
-    style = "green" if r < 0.95 else "red" if r > 1.05 else ""
-    return Text(f"{r:.2f}×", style=style)
+    return Text(f"{r:.2f}×", style="green" if r < 0.95 else "red" if r > 1.05 else "")
 
 
-def _baseline_row(group: pd.DataFrame, workload: str) -> pd.Series | None:
-    rows = group[(group["variant"] == BASELINE.get(workload)) & (group["status"] == "ok")]
-    return None if rows.empty else rows.iloc[-1]
+def _shape(row: pd.Series, multi: bool) -> str:
+    text = f"batch {row['batch']} × context {row['context']} · vocab {row['vocab']:,} · d_model {row['d_model']:,}"
+    return text + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
 
 
 def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
-    """A rich table of `frame` (a results CSV's rows): one block per shape, one row per
-    variant and ce_chunk, memory in binary units, times as median with the p25–p75 spread.
+    """`frame` (a results CSV's rows) as a `Table`: one group per shape, one row per
+    variant and ce_chunk, memory in binary units, the median time marked `~` when noisy.
     Time columns are left out when no row was timed (predictions); why a row is not ok
-    is numbered in the status column and spelled out in the caption."""
-    multi_dtype = frame[["device", "dtype"]].drop_duplicates().shape[0] > 1
-    timed = frame["time_ms_median"].notna().any()
-    table = Table(title=title, header_style="bold", title_justify="left", caption_justify="left")
-    columns = ["b×ctx", "vocab", "d_model"] + (["device\ndtype"] if multi_dtype else []) + \
-        ["variant", "ce_chunk", "peak Δ", "vs\ndense", "peak\n(abs)"]
-    if timed:
-        columns += ["time\nmedian", "p25–p75", "vs\ndense ", "tokens/s", "compile"]
-    for name in columns + ["status"]:
-        table.add_column(name.strip(), justify="left" if name in ("variant", "device\ndtype", "status") else "right",
-                         style="dim" if name == "p25–p75" else None, no_wrap=name == "p25–p75")
+    is numbered in the status column and spelled out below."""
+    rows = view(frame)
+    timed = rows["time_ms_median"].notna().any()
+    specs = _MEMORY + (_TIME if timed else []) + [("status", "status", 0)]
+    table = Table([Column(k, h, right=k not in ("variant", "status"), priority=p) for k, h, p in specs], title=title)
+    multi = frame[["workload", "device", "dtype"]].drop_duplicates().shape[0] > 1
     reasons: list[str] = []
-    groups = list(frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False))
-    for gi, (key, group) in enumerate(groups):
-        workload, device, dtype, batch, context, vocab, d_model = key
-        base = _baseline_row(group, workload)
-        base_mem = None if base is None else _value(base["peak_delta_bytes"])
-        base_time = None if base is None else _value(base["time_ms_median"])
-        for ri, (_, row) in enumerate(group.iterrows()):
-            first = ri == 0
-            mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
-            status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
-            if row["status"] != "ok" and row["error"]:
-                if row["error"] not in reasons:
-                    reasons.append(row["error"])
-                status.append(f" [{reasons.index(row['error']) + 1}]", style="dim")
-            cells: list[object] = [f"{batch}×{context}" if first else "",
-                                   f"{vocab:,}" if first else "", f"{d_model:,}" if first else ""]
-            if multi_dtype:
-                cells.append(f"{device} {dtype}" if first else "")
-            cells += [row["variant"], "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
-                      format_bytes(mem), _ratio(mem, base_mem), format_bytes(_value(row["peak_bytes"]))]
-            if timed:
-                tps, compile_s = _value(row["tokens_per_s"]), _value(row["compile_s"])
-                cells += [format_ms(time_ms),
-                          format_ms_range(_value(row["time_ms_p25"]), _value(row["time_ms_p75"]), time_ms),
-                          _ratio(time_ms, base_time), "–" if tps is None else f"{tps:,.0f}",
-                          "–" if compile_s is None else f"{compile_s:.1f} s"]
-            table.add_row(*cells, status, end_section=ri == len(group) - 1 and gi < len(groups) - 1)
-    if reasons:
-        table.caption = "\n".join(f"[{i}] {reason}" for i, reason in enumerate(reasons, 1))
+    shape = None
+    for _, row in rows.iterrows():
+        if shape != tuple(row[c] for c in SHAPE_COLUMNS):
+            shape = tuple(row[c] for c in SHAPE_COLUMNS)
+            table.add_group(_shape(row, multi))
+        status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
+        if row["status"] != "ok" and row["error"]:
+            if row["error"] not in reasons:
+                reasons.append(row["error"])
+            status.append(f" [{reasons.index(row['error']) + 1}]", style="dim")
+        cells: dict[str, Text | str] = {
+            "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
+            "peak_delta_bytes": format_bytes(_value(row["peak_delta_bytes"])), "mem_vs_base": _ratio(row["mem_vs_base"]),
+            "peak_bytes": format_bytes(_value(row["peak_bytes"])), "status": status}
+        if timed:
+            median, tps, compile_s = (_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
+            cells["time_ms_median"] = Text(format_ms(median)) + Text(NOISE_MARK if row["noisy"] else " ",
+                                                                     style="bold yellow")
+            cells["time_ms_p25_p75"] = Text(format_ms_range(_value(row["time_ms_p25"]), _value(row["time_ms_p75"]),
+                                                            median), style="dim")
+            cells["time_vs_base"] = _ratio(row["time_vs_base"])
+            cells["tokens_per_s"] = "–" if tps is None else f"{tps:,.0f}"
+            cells["compile_s"] = "–" if compile_s is None else f"{compile_s:.1f} s"
+        table.add_row(*(cells[c.key] for c in table.columns))
+    bases = ", ".join(f"{n} ({w})" for w, n in rows.groupby("workload", sort=False)["baseline"].first().items() if n)
+    if bases:
+        table.notes.append(f"peak Δ = peak − memory live before the step; vs base: ratio to {bases} at the same shape")
+    if timed and rows["noisy"].any():
+        table.notes.append(f"{NOISE_MARK} noisy: p25–p75 spread over {NOISY:.0%} of the median; "
+                           "read its ratios with care")
+    table.notes.extend(f"[{i}] {reason}" for i, reason in enumerate(reasons, 1))
     return table
+
+
+def markdown(table: Table) -> str:
+    """`table` as a GitHub-flavoured Markdown table (every column; group lines as bold rows)."""
+    def escape(cell: Text | str) -> str:
+        return str(cell).replace("|", "\\|").strip()
+
+    lines = [f"**{table.title}**", ""] if table.title else []
+    lines.append("| " + " | ".join(c.header for c in table.columns) + " |")
+    lines.append("|" + "|".join("---:" if c.right else ":---" for c in table.columns) + "|")
+    for row in table.rows:
+        if isinstance(row, str):
+            lines.append(f"| **{escape(row)}** |" + " |" * (len(table.columns) - 1))
+        else:
+            lines.append("| " + " | ".join(escape(cell) for cell in row) + " |")
+    lines.extend(["", *table.notes] if table.notes else [])
+    return "\n".join(lines)

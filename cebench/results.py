@@ -1,20 +1,27 @@
-"""The results CSV: its schema (a public interface), incremental writing, loading.
+"""The results CSV: its schema (a public interface), incremental writing, loading, and
+building a row for a measured point.
 
 One row per measured point, written and flushed as soon as it is measured, so an
-interrupted sweep keeps every finished row. Files are append-only: an existing file is
-appended to only when its header is exactly this schema.
+interrupted sweep keeps every finished row. Files are append-only. Every row carries the
+`schema_version` it was written with. Loading is tolerant in both directions: a column a
+newer release added is filled in empty for an older file, and a column this release does
+not know (written by a later one) is kept and ignored, so no file becomes unreadable
+because its columns changed.
 """
 from __future__ import annotations
 
 import csv
 import io
 from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
+from cebench.config import Config
 from cebench.errors import UsageError
 
+SCHEMA_VERSION = 2  # 1: cebench 0.1.0 (no schema_version, no time_ms_samples column)
 STATUSES = ("ok", "oom", "error", "unsupported")
 FAILED = ("oom", "error")  # a point that ran and failed; `unsupported` never ran
 
@@ -46,6 +53,7 @@ class Result:
     time_ms_p75: float | None
     time_ms_min: float | None
     repeats: int | None
+    time_ms_samples: tuple[float, ...] | None
     tokens_per_s: float | None
     compile_s: float | None
     logits_fp32_bytes: int
@@ -54,6 +62,28 @@ class Result:
     cebench_version: str
     threads: int
     timestamp: str
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def blank(cls, config: Config, device_name: str) -> Result:
+        """A row for `config` with status ok, its reference quantities and environment
+        filled in, and every measurement empty."""
+        import torch
+
+        import cebench
+
+        return cls(
+            variant=config.variant, workload=config.workload, device=config.device,
+            device_name=device_name, dtype=config.dtype, batch=config.batch,
+            context=config.context, tokens=config.tokens, vocab=config.vocab, d_model=config.d_model,
+            ce_chunk=config.ce_chunk, status="ok", error="", peak_bytes=None, base_bytes=None,
+            peak_delta_bytes=None, mem_method="", time_ms_median=None, time_ms_p25=None,
+            time_ms_p75=None, time_ms_min=None, repeats=None, time_ms_samples=None, tokens_per_s=None,
+            compile_s=None, logits_fp32_bytes=config.logits_fp32_bytes,
+            lower_bound_bytes=config.lower_bound_bytes, torch_version=torch.__version__,
+            cebench_version=cebench.__version__, threads=torch.get_num_threads(),
+            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
@@ -61,7 +91,10 @@ KEY_COLUMNS = ("variant", "workload", "device", "dtype", "batch", "context", "vo
 # What a configuration is besides the variant and its ce_chunk: the rows compared side by side.
 SHAPE_COLUMNS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "ce_chunk"))
 INT_COLUMNS = ("batch", "context", "tokens", "vocab", "d_model", "ce_chunk", "peak_bytes", "base_bytes",
-               "peak_delta_bytes", "repeats", "logits_fp32_bytes", "lower_bound_bytes", "threads")
+               "peak_delta_bytes", "repeats", "logits_fp32_bytes", "lower_bound_bytes", "threads", "schema_version")
+# Columns later releases added, with the schema version that added them: an older file
+# without them loads with them empty (schema_version: 1).
+ADDED = {"time_ms_samples": 2, "schema_version": 2}
 FLOAT_COLUMNS = ("time_ms_median", "time_ms_p25", "time_ms_p75", "time_ms_min", "tokens_per_s", "compile_s")
 REQUIRED_VALUES = ("variant", "workload", "device", "dtype", "batch", "context", "tokens", "vocab", "d_model", "status")
 # Measurements every `ok` row has (the views draw and compare them); predicted rows
@@ -76,26 +109,37 @@ def _cell(value: object) -> object:
         return ""
     if isinstance(value, float):
         return f"{value:.6g}"
+    if isinstance(value, tuple):  # time_ms_samples: space-separated, in measurement order
+        return " ".join(f"{v:.6g}" for v in value)
     return value
 
 
+def samples(cell: object) -> tuple[float, ...]:
+    """A `time_ms_samples` cell → its step times in ms; () for an empty cell."""
+    return () if not isinstance(cell, str) else tuple(float(v) for v in cell.split())
+
+
 class ResultWriter:
-    """Appends rows to a CSV, flushing each one. A new file gets the header; an existing
-    one must already have exactly this header (else `UsageError`, file untouched)."""
+    """Appends rows to a CSV, flushing each one. A new file gets this release's header. An
+    existing cebench CSV keeps its own: rows are written in its columns (a column it lacks,
+    listed in `dropped`, is not written; one this release does not know is left empty).
+    Anything else at `path` is a `UsageError`, and the file is untouched."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        check_appendable(path)
+        header = existing_header(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists() or path.stat().st_size == 0
+        self.columns: tuple[str, ...] = header or COLUMNS
+        self.dropped = tuple(c for c in COLUMNS if c not in self.columns)
         self._file = path.open("a", newline="")
         self._writer = csv.writer(self._file)
-        if new:
+        if header is None:
             self._writer.writerow(COLUMNS)
             self._file.flush()
 
     def write(self, result: Result) -> None:
-        self._writer.writerow([_cell(v) for v in asdict(result).values()])
+        cells = {k: _cell(v) for k, v in asdict(result).items()}
+        self._writer.writerow([cells.get(c, "") for c in self.columns])
         self._file.flush()
 
     def close(self) -> None:
@@ -108,17 +152,21 @@ class ResultWriter:
         self.close()
 
 
-def check_appendable(path: Path) -> None:
-    """Raise `UsageError` unless `path` is absent, empty, or a CSV with this exact header."""
+def existing_header(path: Path) -> tuple[str, ...] | None:
+    """The header of the cebench CSV at `path`, or None when there is no file (or an empty
+    one). `UsageError` when `path` is a directory or a file that is not a cebench CSV."""
     if path.is_dir():
         raise UsageError(f"{path} is a directory, not a CSV file")
     if not path.exists() or path.stat().st_size == 0:
-        return
-    with path.open(newline="") as f:
-        header = next(csv.reader(f), [])
-    if tuple(header) != COLUMNS:
-        raise UsageError(f"{path} exists and is not a cebench results CSV with this version's columns; "
-                         "choose another --out")
+        return None
+    try:
+        with path.open(newline="") as f:
+            header = tuple(next(csv.reader(f), []))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        header = ()
+    if any(c not in header for c in COLUMNS if c not in ADDED):
+        raise UsageError(f"{path} exists and is not a cebench results CSV; choose another --out")
+    return header
 
 
 def load(path: Path) -> pd.DataFrame:
@@ -139,9 +187,12 @@ def load(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False).fillna("")
     except pd.errors.ParserError as exc:
         raise UsageError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in COLUMNS if c not in frame.columns]
+    missing = [c for c in COLUMNS if c not in frame.columns and c not in ADDED]
     if missing:
         raise UsageError(f"{path}: missing column(s) {', '.join(missing)}")
+    for column in ADDED:
+        if column not in frame.columns:  # written before this column existed
+            frame[column] = "1" if column == "schema_version" else ""
     if frame.empty:
         raise UsageError(f"{path}: the file has a header but no rows")
     for column in REQUIRED_VALUES:
@@ -193,4 +244,5 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 def to_frame(results: list[Result]) -> pd.DataFrame:
     """Results as the DataFrame `load` would return for their CSV."""
-    return _typed(pd.DataFrame([asdict(r) for r in results], columns=list(COLUMNS)))
+    rows = [{k: (_cell(v) if k == "time_ms_samples" else v) for k, v in asdict(r).items()} for r in results]
+    return _typed(pd.DataFrame(rows, columns=list(COLUMNS)))

@@ -8,18 +8,17 @@ from __future__ import annotations
 import gc
 import platform
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import torch
 
-import cebench
 from cebench import inputs as inputs_mod
 from cebench import variants
 from cebench.config import Config
+from cebench.errors import describe
 from cebench.measure.memory import MemoryReading, measure_peak
 from cebench.measure.timing import Timing, time_once, time_steps
 from cebench.results import Result
-from cebench.workloads import logits_fp32_bytes, lower_bound_bytes, make_step
+from cebench.workloads import make_step
 
 
 @dataclass(frozen=True)
@@ -51,13 +50,6 @@ def is_oom(exc: BaseException) -> bool:
         isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
 
 
-def describe(exc: BaseException, limit: int = 300) -> str:
-    """'ExcType: first line of the message', at most `limit` characters."""
-    lines = str(exc).strip().splitlines()
-    text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def free_memory(device: str) -> None:
     """Collect garbage and return cached device blocks (called outside `except` blocks,
     where the traceback would still pin the failed step's tensors)."""
@@ -82,25 +74,9 @@ def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing,
     return memory, timing, first_ms
 
 
-def blank_result(config: Config, device_name: str) -> Result:
-    """A row for `config` with status ok, its reference quantities and environment
-    filled in, and every measurement empty."""
-    return Result(
-        variant=config.variant, workload=config.workload, device=config.device,
-        device_name=device_name, dtype=config.dtype, batch=config.batch,
-        context=config.context, tokens=config.tokens, vocab=config.vocab, d_model=config.d_model,
-        ce_chunk=config.ce_chunk, status="ok", error="", peak_bytes=None, base_bytes=None,
-        peak_delta_bytes=None, mem_method="", time_ms_median=None, time_ms_p25=None,
-        time_ms_p75=None, time_ms_min=None, repeats=None, tokens_per_s=None, compile_s=None,
-        logits_fp32_bytes=logits_fp32_bytes(config), lower_bound_bytes=lower_bound_bytes(config),
-        torch_version=torch.__version__, cebench_version=cebench.__version__,
-        threads=torch.get_num_threads(), timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    )
-
-
 def run(config: Config, settings: Settings) -> Result:
     """Measure `config`; never raises for a failure of the step itself."""
-    result = blank_result(config, device_name(config.device))
+    result = Result.blank(config, device_name(config.device))
     reason = variants.get(config.variant).unsupported_reason(config.device)
     if reason:
         result.status, result.error = "unsupported", reason
@@ -119,7 +95,7 @@ def run(config: Config, settings: Settings) -> Result:
     result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
     result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
     result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
-    result.repeats = timing.repeats
+    result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
     result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
     if variants.get(config.variant).compiled:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3

@@ -1,50 +1,65 @@
 """The variant registry: name → implementation and its metadata.
 
-A loss variant is ``fn(h, weight, targets, ce_chunk) -> scalar mean loss``; a sample
-variant is ``fn(h, weight, temperature, ce_chunk) -> (N,) int64 token ids``. Adding a
-variant is one `register` call; a compiled twin is `compiled(base)`.
+A variant's function is given either as a callable or as an import path
+``'package.module:function'`` that is imported on first use, so listing, parsing and
+`--help` never import torch. Adding a variant is one `register` call; its compiled twin
+is `compiled(base)`.
 """
 from __future__ import annotations
 
+import importlib
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-import torch
-import torch.nn.functional as F
+from cebench.config import LOSS, SAMPLE
 
-from cebench.vendor.fractus_ce import chunked_cross_entropy, sample_tokens_chunked
-from cebench.workloads import LOSS, SAMPLE
+Fn = Callable[..., object]
 
 
 @dataclass(frozen=True)
 class Variant:
     """One implementation under test.
 
-    `chunked` variants take `ce_chunk` and are measured once per chunk size; the others
-    once per config. `compiled` variants are wrapped in `torch.compile` afresh per config.
+    `fn` is the callable or its ``'module:attr'`` path. `chunked` variants take
+    `ce_chunk` and are measured once per chunk size; the others once per shape.
+    `compiled` variants are wrapped in `torch.compile` afresh per point. `baseline`
+    marks the variant every other one of its workload is compared with ("vs dense").
     """
 
     name: str
     workload: str
-    fn: Callable[..., torch.Tensor]
+    fn: Fn | str
     chunked: bool
     compiled: bool
     summary: str
+    baseline: bool = False
 
-    def build(self) -> Callable[..., torch.Tensor]:
-        """The callable to measure. A compiled variant starts from an empty Dynamo cache,
-        so each config compiles once for its own shapes (no silent fallback to eager after
-        the recompile limit) and `compile_s` means the same thing on every row."""
-        if not self.compiled:
+    def load(self) -> Fn:
+        """The eager function (its module imported now, when `fn` is a path)."""
+        if not isinstance(self.fn, str):
             return self.fn
+        module, _, attr = self.fn.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def build(self) -> Fn:
+        """The callable to measure. A compiled variant starts from an empty Dynamo cache,
+        so each point compiles once for its own shapes (no silent fallback to eager after
+        the recompile limit) and `compile_s` means the same thing on every row."""
+        fn = self.load()
+        if not self.compiled:
+            return fn
+        import torch
+
         torch._dynamo.reset()
-        return torch.compile(self.fn, dynamic=False)
+        return torch.compile(fn, dynamic=False)
 
     def unsupported_reason(self, device: str) -> str | None:
         """Why this variant cannot run on `device` here, or None when it can."""
         if not self.compiled:
             return None
+        import torch
+
         if not torch._dynamo.is_dynamo_supported():
             return "torch.compile (Dynamo) is not supported on this Python/platform"
         if device == "cpu":
@@ -61,34 +76,6 @@ class Variant:
         return None
 
 
-def dense_cross_entropy(
-    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None = None
-) -> torch.Tensor:
-    """Full (N, vocab) logits, upcast to fp32, mean cross-entropy. `ce_chunk` is ignored."""
-    return F.cross_entropy(F.linear(h, weight).float(), targets)
-
-
-def vendored_chunked_cross_entropy(
-    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None = None
-) -> torch.Tensor:
-    """The system under test: `ce_chunk` rows at a time, each chunk checkpointed."""
-    assert ce_chunk is not None, "chunked variants are always given a ce_chunk"
-    return chunked_cross_entropy(h, weight, targets, ce_chunk=ce_chunk)
-
-
-def dense_sample(h: torch.Tensor, weight: torch.Tensor, temperature: float, ce_chunk: int | None = None) -> torch.Tensor:
-    """Full (N, vocab) fp32 logits, softmax at `temperature`, one multinomial draw per row."""
-    probs = torch.softmax(F.linear(h.to(weight.dtype), weight).float() / temperature, dim=-1)
-    return torch.multinomial(probs, 1).view(-1)
-
-
-def vendored_chunked_sample(h: torch.Tensor, weight: torch.Tensor, temperature: float,
-                            ce_chunk: int | None = None) -> torch.Tensor:
-    """The system under test: `sample_tokens_chunked`, `ce_chunk` rows at a time."""
-    assert ce_chunk is not None, "chunked variants are always given a ce_chunk"
-    return sample_tokens_chunked(h, weight, temperature=temperature, ce_chunk=ce_chunk)
-
-
 REGISTRY: dict[str, Variant] = {}
 
 
@@ -102,14 +89,8 @@ def register(variant: Variant) -> Variant:
 
 def compiled(base: Variant) -> Variant:
     """The `torch.compile`-wrapped twin of `base`, named '<base>-compiled'."""
-    return Variant(
-        name=f"{base.name}-compiled",
-        workload=base.workload,
-        fn=base.fn,
-        chunked=base.chunked,
-        compiled=True,
-        summary=f"torch.compile({base.name})",
-    )
+    return replace(base, name=f"{base.name}-compiled", compiled=True, baseline=False,
+                   summary=f"torch.compile({base.name})")
 
 
 def get(name: str) -> Variant:
@@ -122,13 +103,19 @@ def names(workload: str | None = None) -> list[str]:
     return [v.name for v in REGISTRY.values() if workload is None or v.workload == workload]
 
 
-_dense = register(Variant("dense", LOSS, dense_cross_entropy, chunked=False, compiled=False,
-                          summary="F.linear + F.cross_entropy on fp32-upcast full logits"))
-_chunked = register(Variant("chunked", LOSS, vendored_chunked_cross_entropy, chunked=True, compiled=False,
-                            summary="vendored chunked_cross_entropy (checkpointed chunks)"))
+def baseline(workload: str) -> str | None:
+    """The name of the variant `workload`'s others are compared with, if registered."""
+    return next((v.name for v in REGISTRY.values() if v.workload == workload and v.baseline), None)
+
+
+_IMPL = "cebench.implementations"
+_dense = register(Variant("dense", LOSS, f"{_IMPL}:dense_cross_entropy", chunked=False, compiled=False,
+                          summary="F.linear + F.cross_entropy on fp32-upcast full logits", baseline=True))
+_chunked = register(Variant("chunked", LOSS, f"{_IMPL}:vendored_chunked_cross_entropy", chunked=True,
+                            compiled=False, summary="vendored chunked_cross_entropy (checkpointed chunks)"))
 register(compiled(_dense))
 register(compiled(_chunked))
-register(Variant("dense-sample", SAMPLE, dense_sample, chunked=False, compiled=False,
-                 summary="full fp32 logits, softmax(logits / T), one torch.multinomial"))
-register(Variant("chunked-sample", SAMPLE, vendored_chunked_sample, chunked=True, compiled=False,
+register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
+                 summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True))
+register(Variant("chunked-sample", SAMPLE, f"{_IMPL}:vendored_chunked_sample", chunked=True, compiled=False,
                  summary="vendored sample_tokens_chunked"))

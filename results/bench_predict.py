@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from cebench.config import Grid
+from cebench.grid import Grid
 from cebench.predict import predict
 from cebench.variants import REGISTRY
 
@@ -26,7 +26,7 @@ def rss_mib() -> float:
 
 def main() -> None:
     eager = tuple(name for name, v in REGISTRY.items() if not v.compiled)
-    grid = Grid(eager, "cuda", "bf16", BATCHES, (128,), (50257,), (2048,), (2048, 8192))
+    grid = Grid(eager, "cuda", ("bf16",), BATCHES, (128,), (50257,), (2048,), (2048, 8192))
     points = grid.expand()
     start = time.perf_counter()
     rss_after_10 = None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from cebench.config import Grid
+from cebench.grid import Grid
 from cebench.predict import predict
 from cebench.results import ResultWriter
 from cebench.runner import Settings, run
@@ -28,10 +28,10 @@ def main(argv: list[str]) -> None:
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA GPU visible: run this on a GPU machine (or with --device cpu to try it)")
     if device == "cuda":
-        grid = Grid(("dense", "chunked", "dense-sample", "chunked-sample"), "cuda", "bf16", (4, 16, 32, 64), (128,),
+        grid = Grid(("dense", "chunked", "dense-sample", "chunked-sample"), "cuda", ("bf16",), (4, 16, 32, 64), (128,),
                     (50257,), (2048,), (2048, 8192))
     else:
-        grid = Grid(("dense", "chunked"), "cpu", "fp32", (2, 8), (64,), (5000,), (64,), (64,))
+        grid = Grid(("dense", "chunked"), "cpu", ("fp32",), (2, 8), (64,), (5000,), (64,), (64,))
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"{'variant':<16}{'batch':>6}{'ce_chunk':>9}{'measured Δ':>15}{'predicted Δ':>15}{'pred/meas':>10}")
     with ResultWriter(out_dir / "measured.csv") as measured_csv, ResultWriter(out_dir / "predicted.csv") as pred_csv:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
+import time
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from cebench.cli import app
+from cebench.variants import Variant
 from conftest import fail, rewrite, sweep_csv
 
 def rows(frame: pd.DataFrame, variant: str, batch: int) -> pd.Series:
@@ -149,6 +152,8 @@ def test_time_is_gated_only_with_time_tol(measured, tmp_path):
         mask = rows(frame, "dense", 1)
         for column in ("time_ms_median", "time_ms_p25", "time_ms_p75"):
             frame.loc[mask, column] = frame.loc[mask, column].map(lambda v: repr(float(v) * 2))
+        frame.loc[mask, "time_ms_samples"] = frame.loc[mask, "time_ms_samples"].map(
+            lambda v: " ".join(repr(float(x) * 2) for x in v.split()))
 
     results = rewrite(measured, tmp_path / "slow.csv", slower)
     assert report(results, "--baseline", measured)["exit_code"] == 0
@@ -185,3 +190,55 @@ def test_installed_entry_point_exits_1_on_regression(measured, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert "FAIL: 4 points matched; 1 regressed" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def _sleeper(seconds: float):
+    def loss(h, weight, targets, ce_chunk):
+        time.sleep(seconds)
+        return (h.sum() + weight.sum()) * 0.0
+    return loss
+
+
+def _timed_sweep(registry, path: Path, seconds: float) -> Path:
+    """A real sweep of a variant whose step sleeps `seconds` (plus a few µs of work)."""
+    registry.REGISTRY.pop("sleepy", None)
+    registry.register(Variant("sleepy", "loss", _sleeper(seconds), chunked=False, compiled=False, summary="test"))
+    result = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--variant", "sleepy", "--batch", "1",
+                                      "--context", "8", "--vocab", "100", "--d-model", "8", "--repeats", "6",
+                                      "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_time_gate_fails_a_real_slowdown(registry, tmp_path):
+    baseline = _timed_sweep(registry, tmp_path / "fast.csv", 0.01)
+    slow = _timed_sweep(registry, tmp_path / "slow.csv", 0.02)
+    r = report(slow, "--baseline", baseline, "--time-tol", "5%")
+    assert r["exit_code"] == 1 and r["alpha"] == 0.05
+    [finding] = r["regressed"]
+    assert finding["metric"] == "time_ms_median" and finding["change"] > 0.5
+    assert finding["p_value"] < 0.01  # 6 + 6 samples without overlap: p = 1/924
+    assert report(baseline, "--baseline", baseline, "--time-tol", "5%")["exit_code"] == 0
+
+
+def _with_samples(values: list[float]) -> Callable[[pd.DataFrame], None]:
+    """Every ok row timed as `values` (ms), its statistics recomputed from them."""
+    def edit(frame: pd.DataFrame) -> None:
+        q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else values * 3
+        frame[["time_ms_samples", "time_ms_median", "time_ms_p25", "time_ms_p75", "time_ms_min", "repeats"]] = [
+            " ".join(map(repr, values)), repr(q2), repr(q1), repr(q3), repr(min(values)), str(len(values))]
+    return edit
+
+
+def test_time_gate_passes_noise_whose_medians_differ_beyond_the_tolerance(measured, tmp_path):
+    # Two runs of the same code on a noisy machine: medians 10.0 and 10.8 ms (+8 %), but the
+    # samples interleave, so the slowdown beyond 5 % is not significant.
+    baseline = rewrite(measured, tmp_path / "a.csv", _with_samples([9.2, 9.6, 10.0, 10.9, 11.4]))
+    noisy = rewrite(measured, tmp_path / "b.csv", _with_samples([9.4, 9.9, 10.8, 11.0, 11.6]))
+    r = report(noisy, "--baseline", baseline, "--time-tol", "5%")
+    assert r["exit_code"] == 0 and not r["regressed"] and not r["warnings"]
+    # The same medians from a single sample each cannot be tested: the gate falls back to them.
+    r = report(rewrite(measured, tmp_path / "c.csv", _with_samples([10.8])), "--baseline",
+               rewrite(measured, tmp_path / "d.csv", _with_samples([10.0])), "--time-tol", "5%")
+    assert r["exit_code"] == 1 and len(r["regressed"]) == 4
+    assert any("too few step-time samples" in w for w in r["warnings"])

@@ -91,3 +91,23 @@ def test_device_cuda_without_gpu_is_a_usage_error():
 def test_help(command):
     proc = cebench(*command, "--help")
     assert proc.returncode == 0 and "Usage" in proc.stdout
+
+
+FAST_START = """
+import sys
+from cebench.cli import main
+sys.argv = ["cebench", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print("torch imported:", "torch" in sys.modules, "pandas imported:", "pandas" in sys.modules, "exit", code)
+"""
+
+
+@pytest.mark.parametrize("args,code", [([], 2), (["--help"], 0), (["sweep", "--help"], 0), (["check", "--help"], 0),
+                                       (["predict", "--help"], 0), (["sweep", "--batch", "0"], 2),
+                                       (["sweep", "--variant", "nope"], 2), (["show", "--format", "x", "a.csv"], 2)])
+def test_help_and_usage_errors_never_import_torch(args, code):
+    proc = subprocess.run([sys.executable, "-c", FAST_START, *args], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip().endswith(f"torch imported: False pandas imported: False exit {code}"), proc

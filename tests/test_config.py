@@ -3,13 +3,12 @@ from collections import Counter
 
 import pytest
 
-from cebench.cli.options import build_grid
-from cebench.config import DEFAULTS, parse_ints
 from cebench.errors import UsageError
+from cebench.grid import DEFAULTS, GridOptions, parse_ints
 
 
 def test_default_cpu_sweep_covers_every_loss_variant_two_batches_and_two_chunk_sizes():
-    points = build_grid("cpu", None, None, "50257", None, None, None, None, None, 0.9).expand()
+    points = GridOptions(vocab="50257").grid("cpu").expand()
     per_variant = Counter(p.variant for p in points)
     assert per_variant == {"dense": 2, "chunked": 4, "dense-compiled": 2, "chunked-compiled": 4}
     assert {p.batch for p in points} == {2, 8} and {p.ce_chunk for p in points} == {None, 256, 512}
@@ -19,19 +18,26 @@ def test_default_cpu_sweep_covers_every_loss_variant_two_batches_and_two_chunk_s
 
 
 def test_cuda_defaults_are_the_seeds_1b_setting_in_bf16():
-    grid = build_grid("cuda", None, None, None, None, None, None, None, None, 0.9)
-    assert (grid.dtype, grid.d_model, grid.context, grid.vocab) == ("bf16", (2048,), (128,), (50257,))
+    grid = GridOptions().grid("cuda")
+    assert (grid.dtype, grid.d_model, grid.context, grid.vocab) == (("bf16",), (2048,), (128,), (50257,))
     assert grid.batch == (4, 8, 16, 32) and grid.ce_chunk == (2048, 8192)
 
 
 def test_non_chunking_variants_are_measured_once_per_shape():
-    points = build_grid("cpu", "1", "8", "100", "8", "1,2,3", "dense,chunked", None, None, 0.9).expand()
+    points = GridOptions(batch="1", context="8", vocab="100", d_model="8", ce_chunk="1,2,3",
+                         variant="dense,chunked").grid("cpu").expand()
     assert [(p.variant, p.ce_chunk) for p in points] == [("dense", None), ("chunked", 1), ("chunked", 2),
                                                          ("chunked", 3)]
 
 
+def test_dtype_is_a_sweep_axis():
+    points = GridOptions(batch="1", context="8", vocab="100", d_model="8", variant="dense",
+                         dtype="fp32,bfloat16,fp32").grid("cpu").expand()
+    assert [p.dtype for p in points] == ["fp32", "bf16"]
+
+
 def test_parse_ints_keeps_order_drops_duplicates_and_rejects_bad_values():
     assert parse_ints("8, 2,8,1_024", "--batch") == (8, 2, 1024)
-    for text in ("0", "-1", "2.5", "", "a"):
+    for text in ("0", "-1", "2.5", "", "a", "1,,2", " , "):
         with pytest.raises(UsageError):
             parse_ints(text, "--batch")

@@ -1,6 +1,7 @@
 """Reading a results CSV back: `cebench show`, and malformed files as one-line errors with exit 2."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -30,19 +31,31 @@ def invoke(*args: object) -> Result:
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-def table_rows(output: str) -> list[list[str]]:
-    """The body rows of a rich table, as cells."""
-    return [[c.strip() for c in line.split("│")[1:-1]] for line in output.splitlines() if line.startswith("│")]
+def body(output: str, upto: str) -> list[str]:
+    """The table's variant rows (the lines between the header rule and the notes), each cut
+    after the column headed `upto` (right-justified, so its cells end where it ends)."""
+    lines = output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("variant"))
+    end = lines[header].index(upto) + len(upto)
+    rows = []
+    for line in lines[header + 2:]:
+        if line.startswith("──"):
+            continue
+        if not line[:1].isalnum() or " " not in line or line.startswith(("peak Δ =", "~ noisy")):
+            break
+        rows.append(line[:end])
+    return rows
 
 
 def test_show_prints_the_table_sweep_printed(measured):
     path, sweep_output = measured
     result = invoke("show", path)
     assert result.exit_code == 0, result.output
-    shown, swept = table_rows(result.stdout), table_rows(sweep_output)
-    assert [r[3] for r in shown] == ["dense", "chunked"]
-    # Shape, variant, ce_chunk and the memory columns are exact; times went through the CSV's 6 digits.
-    assert [r[:8] for r in shown] == [r[:8] for r in swept]
+    shown, swept = body(result.stdout, "peak"), body(sweep_output, "peak")
+    assert [r.split()[0] for r in shown] == ["dense", "chunked"]
+    # Variant, ce_chunk and the memory columns are exact; times went through the CSV's 6 digits.
+    assert shown == swept
+    assert "batch 2 × context 16 · vocab 1,000 · d_model 16" in result.stdout
     assert f"2 rows from {path}" in result.stdout
 
 
@@ -52,11 +65,14 @@ def test_show_uses_the_last_row_of_a_repeated_configuration(measured, tmp_path):
         again = frame[frame["variant"] == "dense"].assign(peak_delta_bytes="1073741824")
         return pd.concat([frame, again])
 
-    result = invoke("show", rewrite(path, tmp_path / "twice.csv", append))
+    twice = rewrite(path, tmp_path / "twice.csv", append)
+    result = invoke("show", twice)
     assert result.exit_code == 0, result.output
-    dense = [r for r in table_rows(result.stdout) if r[3] == "dense"]
-    assert len(dense) == 1 and dense[0][5] == "1.00 GiB"
+    dense = [r for r in body(result.stdout, "peak Δ") if r.split()[0] == "dense"]
+    assert len(dense) == 1 and dense[0].endswith("1.00 GiB")
     assert "1 repeated row(s) hidden, the last of each shown" in result.stdout
+    values = json.loads(invoke("show", twice, "--format", "json").stdout)
+    assert {r["variant"]: r["peak_delta_bytes"] for r in values}["dense"] == 1073741824
 
 
 def _cells(column: str, value: str, row: int = 0) -> Callable[[Path], str]:

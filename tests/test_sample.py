@@ -11,6 +11,7 @@ from conftest import FAST, cpu_config
 def test_sample_rows_appear_in_the_csv_with_memory_and_time(tmp_path):
     out = tmp_path / "r.csv"
     res = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--workload", "loss,sample", "--batch", "4",
+                                   "--variant", "dense,chunked,dense-sample,chunked-sample",
                                    "--context", "32", "--vocab", "1000", "--d-model", "16", "--ce-chunk", "32",
                                    "--repeats", "1", "--out", str(out)])
     assert res.exit_code == 0, res.output

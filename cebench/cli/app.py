@@ -1,15 +1,44 @@
-"""The typer application and what every command shares: consoles and error exits."""
+"""The typer application and what every command shares: consoles, error exits, help
+texts completed at call time, and printing a table that fits the terminal.
+
+Nothing here imports torch or pandas: `cebench --help`, every `--help` and every usage
+error answer without them.
+"""
 from __future__ import annotations
+
+import functools
 
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from cebench.config import LOSS
 from cebench.errors import UsageError
+
+# Placeholders in option help texts, filled in when help is shown (so variants that
+# entry points or a user register appear too).
+VARIANTS = "{variants}"
+LOSS_VARIANTS = "{loss variants}"
+
+
+def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
+    """Fill in the variant list of now, and drop the type placeholder after each flag."""
+    from cebench import variants
+
+    for param in command.get_params(ctx):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+        if param.help:
+            param.help = param.help.replace(VARIANTS, ", ".join(variants.names())).replace(
+                LOSS_VARIANTS, ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiled))
 
 
 class _Group(TyperGroup):
     """Every command's `UsageError` becomes one line on stderr and exit code 2."""
+
+    def format_help(self, ctx: typer.Context, formatter: object) -> None:
+        _complete_help(self, ctx)
+        return super().format_help(ctx, formatter)
 
     def invoke(self, ctx: typer.Context) -> object:
         try:
@@ -17,6 +46,14 @@ class _Group(TyperGroup):
         except UsageError as exc:
             err.print(f"[bold red]cebench: error:[/] {exc}", highlight=False, soft_wrap=True, markup=True)
             raise typer.Exit(2) from None
+
+
+class _Command(TyperCommand):
+    """A command whose help is completed when it is shown (see `_complete_help`)."""
+
+    def format_help(self, ctx: typer.Context, formatter: object) -> None:
+        _complete_help(self, ctx)
+        return super().format_help(ctx, formatter)
 
 
 app = typer.Typer(
@@ -28,13 +65,35 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
 )
+command = functools.partial(app.command, cls=_Command)
 
-# Tables are wide: when stdout is not a terminal (a CI log, a file), render at 160 columns
-# instead of rich's 80 rather than squeeze every cell.
+# When stdout is not a terminal (a CI log, a file), tables render at 160 columns, rich's
+# 80 otherwise; on a terminal, at its width.
 out = Console()
 if not out.is_terminal:
     out = Console(width=160)
 err = Console(stderr=True)
+
+
+def print_table(table: object, wide: bool = False, columns: str | None = None) -> None:
+    """Print a `cebench.table.Table` whole at the terminal's width: columns that do not fit
+    are left out and named below (`wide`: every column; `columns`: exactly these keys)."""
+    from cebench.grid import split
+    from cebench.table import render
+
+    keep = split(columns, "--columns") if columns is not None else None
+    try:
+        rendered = render(table, None if wide else out.width, keep)
+    except ValueError as exc:
+        raise UsageError(f"--columns: {exc}") from None
+    if rendered.title is not None:
+        out.print(rendered.title, highlight=False)
+    out.print(rendered.body, overflow="ignore", crop=False, no_wrap=True, highlight=False)
+    for note in rendered.notes:
+        out.print(note, highlight=False)
+    if rendered.hidden:
+        out.print(f"not shown at {out.width} columns: {', '.join(rendered.hidden)} (--wide shows every column; "
+                  "--columns picks them)", style="dim", highlight=False)
 
 
 def _version(value: bool) -> None:

@@ -3,24 +3,24 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from cebench.cli.app import app, err, out
-from cebench.cli.options import (Batch, CeChunk, Context, DModel, Dtype, Temperature, VariantNames, Vocab, Workload,
-                                 build_grid)
-from cebench.config import DEFAULTS, Config, resolve_device
+from cebench.cli.app import command, err, out, print_table
+from cebench.cli.options import (Batch, CeChunk, Columns, Context, DModel, Dtype, Temperature, VariantNames,
+                                 Vocab, Wide, Workload)
+from cebench.config import Config
 from cebench.errors import UsageError
-from cebench.report import results_table
-from cebench.results import ResultWriter, to_frame
-from cebench.runner import Settings, run
+from cebench.grid import DEFAULTS, GridOptions, resolve_device
+
+if TYPE_CHECKING:
+    from cebench.results import Result
 
 
 def _label(c: Config) -> str:
     chunk = f" ce_chunk={c.ce_chunk}" if c.ce_chunk else ""
-    return f"{c.variant:<18} b={c.batch} ctx={c.context} V={c.vocab} d={c.d_model}{chunk}"
+    return f"{c.variant} {c.dtype} b={c.batch} ctx={c.context} V={c.vocab} d={c.d_model}{chunk}"
 
 
 def default_out() -> Path:
@@ -28,8 +28,9 @@ def default_out() -> Path:
     return Path("results") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.csv"
 
 
-@app.command()
+@command()
 def sweep(
+    ctx: typer.Context,
     batch: Batch = None,
     context: Context = None,
     vocab: Vocab = None,
@@ -45,8 +46,11 @@ def sweep(
                                           "Default: cpu 1; cuda 3."),
     threads: int = typer.Option(None, help="torch intra-op threads, fixed for the run and recorded. "
                                            "Default: torch's own choice."),
-    out_path: Path = typer.Option(None, "--out", help="CSV to write; an existing cebench CSV is appended to. "
-                                                      "Default: results/sweep-<time>.csv."),
+    out_path: Path = typer.Option(None, "--out", metavar="CSV", show_default=False,
+                                  help="CSV to write; an existing cebench CSV is appended to. Default: "
+                                       "results/sweep-\\<time\\>.csv."),
+    wide: Wide = False,
+    columns: Columns = None,
 ) -> None:
     """Measure peak memory and step time of every variant over the grid of sizes.
 
@@ -54,38 +58,86 @@ def sweep(
     chunked variants also over --ce-chunk. Each row is written to the CSV as soon as it is
     measured; an oom or error is recorded as a row and the sweep goes on.
     """
-    grid = build_grid(resolve_device(device), batch, context, vocab, d_model, ce_chunk, variant, workload, dtype,
-                      temperature)
+    options = GridOptions.from_params(ctx.params)
+    options.grid("cpu")  # every option checked before `--device auto` imports torch to look for a GPU
+    grid = options.grid(resolve_device(device))
     d = DEFAULTS[grid.device]
-    settings = Settings(warmup=d.warmup if warmup is None else warmup, repeats=d.repeats if repeats is None else repeats)
-    if settings.warmup < 1 or settings.repeats < 1:
+    warmup = d.warmup if warmup is None else warmup
+    repeats = d.repeats if repeats is None else repeats
+    if warmup < 1 or repeats < 1:
         raise UsageError("--warmup and --repeats must be at least 1")
-    if threads is not None:
-        if threads < 1:
-            raise UsageError("--threads must be at least 1")
-        torch.set_num_threads(threads)
-    points = grid.expand()
+    if threads is not None and threads < 1:
+        raise UsageError("--threads must be at least 1")
     path = out_path or default_out()
+
+    import torch
+
+    from cebench.report import results_table
+    from cebench.results import ResultWriter, to_frame
+    from cebench.runner import Settings, run
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    settings = Settings(warmup=warmup, repeats=repeats)
+    points = grid.expand()
     rows = []
-    with ResultWriter(path) as writer, Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True,
-    ) as progress:
-        task = progress.add_task("", total=len(points))
+    with ResultWriter(path) as writer, _Progress(len(points)) as progress:
+        if writer.dropped:
+            err.print(f"[yellow]warning:[/] {path} was written by an older cebench: its rows will lack "
+                      f"{', '.join(writer.dropped)}; use a new --out to keep them", highlight=False)
         try:
             for point in points:
-                progress.update(task, description=_label(point))
+                progress.start(_label(point))
                 result = run(point, settings)
                 writer.write(result)
                 rows.append(result)
-                if result.status != "ok":
-                    progress.console.print(f"[yellow]{result.status}[/]: {_label(point)}: {result.error}",
-                                           highlight=False)
-                progress.advance(task)
+                progress.done(_label(point), result)
         except KeyboardInterrupt:
             progress.stop()
             err.print(f"interrupted: {len(rows)} of {len(points)} rows kept in {path}")
             raise typer.Exit(130) from None
-    title = f"cebench sweep · {grid.device} ({rows[0].device_name}) · {torch.get_num_threads()} threads · torch {torch.__version__}"
-    out.print(results_table(to_frame(rows), title=title))
-    out.print(f"{len(rows)} rows → {path}  (peak Δ = peak − memory live before the step)")
+    title = (f"cebench sweep · {grid.device} ({rows[0].device_name}) · {torch.get_num_threads()} threads · "
+             f"torch {torch.__version__}")
+    print_table(results_table(to_frame(rows), title=title), wide, columns)
+    out.print(f"{len(rows)} rows → {path}", highlight=False)
+
+
+class _Progress:
+    """A progress bar with an ETA on a terminal; one plain line per finished point when
+    stderr is a log (CI, make, a batch job), so a long sweep is never silent."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self.total, self.count = total, 0
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True,
+                            disable=not err.is_terminal)
+        self.task = self.bar.add_task("", total=total)
+
+    def __enter__(self) -> _Progress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)
+
+    def start(self, label: str) -> None:
+        self.bar.update(self.task, description=label)
+
+    def done(self, label: str, result: Result) -> None:
+        from cebench.units import format_bytes, format_ms
+
+        self.count += 1
+        self.bar.advance(self.task)
+        if err.is_terminal:
+            if result.status != "ok":
+                err.print(f"[yellow]{result.status}[/]: {label}: {result.error}", highlight=False)
+            return
+        detail = (f"ok, peak Δ {format_bytes(result.peak_delta_bytes)}, {format_ms(result.time_ms_median)}"
+                  if result.status == "ok" else f"{result.status}: {result.error}")
+        err.print(f"[{self.count}/{self.total}] {label}: {detail}", markup=False, highlight=False, soft_wrap=True)
+
+    def stop(self) -> None:
+        self.bar.stop()

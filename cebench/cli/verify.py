@@ -1,15 +1,20 @@
 """`cebench verify`: check the seed's correctness claims; exit 1 when one fails."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from cebench import variants
-from cebench.cli.app import app, out
-from cebench.config import check_temperature, check_vocab, parse_ints, parse_names, resolve_dtype
+from cebench.cli.app import command, out
+from cebench.cli.options import Dtype, Temperature, VariantNames
 from cebench.errors import UsageError
-from cebench.verify import LOSS_CASES, P_VALUE_FLOOR, LossCheck, SampleCase, SamplerCheck, run_all
+from cebench.grid import check_temperature, check_vocab, parse_dtypes, parse_names
+
+if TYPE_CHECKING:
+    from cebench.verify import LossCheck, SamplerCheck
 
 
 def _verdict(passed: bool | None) -> Text:
@@ -46,15 +51,15 @@ def sampler_table(checks: list[SamplerCheck]) -> Table:
     for c in checks:
         table.add_row(c.variant, str(c.case.vocab), f"{c.case.ce_chunk:,}", f"{c.case.temperature:g}",
                       f"{c.case.rows:,}", f"{c.statistic:.1f}", str(c.dof), f"{c.p_value:.3g}",
-                      f"≥ {P_VALUE_FLOOR:g}", _verdict(c.passed), c.note)
+                      f"≥ {c.floor:g}", _verdict(c.passed), c.note)
     return table
 
 
-@app.command()
+@command()
 def verify(
-    variant: str = typer.Option(None, help="Variants to check, comma-separated. [default: all]"),
-    dtype: str = typer.Option("fp32", help="Input dtypes of the loss checks, comma-separated (fp32, bf16, fp16)."),
-    temperature: float = typer.Option(0.9, help="Sampling temperature (> 0)."),
+    variant: VariantNames = None,
+    dtype: Dtype = None,
+    temperature: Temperature = 0.9,
     vocab: int = typer.Option(16, help="Vocabulary of the sampler test (≥ 2; small, so each token gets many draws)."),
     draws: int = typer.Option(200_003, help="Draws per sampler (rows of h, cycling over 4 distinct hidden states)."),
     ce_chunk: int = typer.Option(4096, "--ce-chunk", help="ce_chunk of the chunked sampler."),
@@ -63,19 +68,24 @@ def verify(
 
     Loss variants (compiled ones included): the loss and the gradients of h and weight
     against a float64 dense reference, as max-norm relative error max|got − ref| / max|ref|,
-    at N divisible by ce_chunk, N not divisible, ce_chunk > N, and N = 0. Samplers: a
-    Pearson chi-square test of the draws against the exact softmax(logits / T)
-    probabilities; a p-value below 0.001 fails.
+    at N divisible by ce_chunk, N not divisible, ce_chunk > N, and N = 0, in each --dtype
+    (default fp32). Samplers: a Pearson chi-square test of the draws against the exact
+    softmax(logits / T) probabilities; a p-value below 0.001 fails.
 
     Exit codes: 0 every check passed, 1 a check failed, 2 bad input.
     """
-    names = list(parse_names(variant, variants.names(), "--variant")) if variant else variants.names()
-    dtypes = [resolve_dtype(d) for d in dtype.split(",")]
+    names = list(parse_names(variant, variants.names(), "--variant")) if variant is not None else variants.names()
+    dtypes = list(parse_dtypes(dtype)) if dtype is not None else ["fp32"]
     check_vocab((vocab,))
     if draws < 100:
         raise UsageError("--draws: at least 100 draws are needed for a chi-square test")
-    sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=parse_ints(str(ce_chunk), "--ce-chunk")[0],
-                        temperature=check_temperature(temperature))
+    if ce_chunk < 1:
+        raise UsageError(f"--ce-chunk: {ce_chunk} must be a positive integer")
+    check_temperature(temperature)
+
+    from cebench.verify import LOSS_CASES, SampleCase, run_all
+
+    sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
     with out.status("verifying (compiled variants compile once per case)…"):
         loss_checks, sampler_checks = run_all(names, dtypes, sample)
     if loss_checks:

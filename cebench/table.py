@@ -1,0 +1,117 @@
+"""A plain-text table that fits the terminal: every cell whole, never cut with "…".
+
+Columns have a priority: 0 is always shown; when the table is wider than the terminal,
+the columns of the highest priority are dropped first, and `render` says which, so a
+footer can tell the reader how to see them. Group rows (a line across the table, e.g. one
+shape) take no column. Cells are rich `Text` (styles kept) or plain strings.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+GAP = "  "  # between columns
+
+
+@dataclass(frozen=True)
+class Column:
+    """`key` names the column for `--columns`; `priority` 0 is never dropped, higher
+    numbers are dropped first on a narrow terminal."""
+
+    key: str
+    header: str
+    right: bool = True
+    priority: int = 0
+
+
+@dataclass
+class Table:
+    """Rows of cells, one per column, and group lines between them; `notes` go below."""
+
+    columns: list[Column]
+    title: str | None = None
+    rows: list[list[Text | str] | str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add_row(self, *cells: Text | str) -> None:
+        assert len(cells) == len(self.columns), (len(cells), [c.key for c in self.columns])
+        self.rows.append(list(cells))
+
+    def add_group(self, label: str) -> None:
+        """A line across the table that heads the rows after it."""
+        self.rows.append(label)
+
+    def keys(self) -> list[str]:
+        return [c.key for c in self.columns]
+
+
+def _text(cell: Text | str) -> Text:
+    return cell if isinstance(cell, Text) else Text(cell)
+
+
+def _widths(table: Table) -> list[int]:
+    cells = [r for r in table.rows if not isinstance(r, str)]
+    return [max([len(c.header)] + [_text(row[i]).cell_len for row in cells]) for i, c in enumerate(table.columns)]
+
+
+def choose(table: Table, width: int | None, keep: Sequence[str] | None = None) -> tuple[list[int], list[str]]:
+    """Indices of the columns to show and the keys of those dropped. `keep` (column keys)
+    shows exactly those; otherwise all when `width` is None, else the most important that fit."""
+    if keep is not None:
+        unknown = [k for k in keep if k not in table.keys()]
+        if unknown:
+            raise ValueError(f"unknown column(s) {', '.join(unknown)} (choose from {', '.join(table.keys())})")
+        shown = [i for i, c in enumerate(table.columns) if c.key in keep or c.priority == 0]
+    else:
+        widths = _widths(table)
+        shown = list(range(len(table.columns)))
+        while width is not None and sum(widths[i] for i in shown) + len(GAP) * (len(shown) - 1) > width:
+            droppable = [i for i in shown if table.columns[i].priority > 0]
+            if not droppable:
+                break
+            shown.remove(max(droppable, key=lambda i: (table.columns[i].priority, i)))
+        for i in sorted(set(range(len(table.columns))) - set(shown), key=lambda i: (table.columns[i].priority, i)):
+            if width is not None and sum(widths[j] for j in shown) + widths[i] + len(GAP) * len(shown) <= width:
+                shown = sorted(shown + [i])  # a narrower column that still fits comes back
+    hidden = [c.key for i, c in enumerate(table.columns) if i not in shown]
+    return shown, hidden
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered table: the body lines fit the width; the title and notes are prose (wrap
+    them); `hidden` are the keys of the columns left out to fit."""
+
+    title: Text | None
+    body: Text
+    notes: list[Text]
+    hidden: list[str]
+
+
+def render(table: Table, width: int | None, keep: Sequence[str] | None = None) -> Rendered:
+    """The table's body as text lines of at most `width` cells (None: as wide as it needs)."""
+    shown, hidden = choose(table, width, keep)
+    widths = _widths(table)
+    total = sum(widths[i] for i in shown) + len(GAP) * (len(shown) - 1)
+
+    def line(cells: Sequence[Text | str], style: str = "") -> Text:
+        out = Text(style=style)
+        for n, i in enumerate(shown):
+            cell = _text(cells[i])
+            pad = " " * (widths[i] - cell.cell_len)
+            out.append(GAP if n else "")
+            out.append_text(Text(pad) + cell if table.columns[i].right else cell + Text(pad))
+        out.rstrip()
+        return out
+
+    lines = [line([c.header for c in table.columns], style="bold"), Text("━" * total, style="dim")]
+    for row in table.rows:
+        if isinstance(row, str):
+            label = f"── {row} "
+            lines.append(Text(label + "─" * max(total - len(label), 2), style="cyan"))
+        else:
+            lines.append(line(row))
+    title = Text(table.title, style="bold") if table.title else None
+    return Rendered(title, Text("\n").join(lines), [Text(n, style="dim") for n in table.notes], hidden)

@@ -1,0 +1,104 @@
+"""The sweep table at any terminal width, its noise mark, and `show --format`."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from cebench import variants
+from cebench.cli import app
+from cebench.report import NOISE_MARK, results_table
+from cebench.results import load
+from cebench.table import render
+from conftest import fail, rewrite, sweep_csv
+
+
+@pytest.fixture(scope="module")
+def every_variant(tmp_path_factory) -> Path:
+    """A real sweep of the eager variants of both workloads, with the compiled variants'
+    rows added as copies of their eager twins (compiling here would cost a minute) and one
+    point out of memory, so the table holds every built-in variant name and a reason."""
+    path = sweep_csv(tmp_path_factory.mktemp("report") / "measured.csv", "--batch", "1,4", "--context", "32",
+                     "--workload", "loss,sample", "--variant", "dense,chunked,dense-sample,chunked-sample")
+
+    def edit(frame: pd.DataFrame) -> pd.DataFrame:
+        twins = [frame[frame["variant"] == n[: -len("-compiled")]].assign(variant=n, compile_s="12.5")
+                 for n in variants.names() if n.endswith("-compiled")]
+        frame = pd.concat([frame, *twins], ignore_index=True)
+        fail(frame, (frame["variant"] == "chunked") & (frame["batch"] == "4"), "oom")
+        return frame
+
+    return rewrite(path, path.with_name("every.csv"), edit)
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 160])
+def test_show_reads_whole_at_every_width(every_variant, width, monkeypatch):
+    console = Console(width=width, record=True, file=io.StringIO())
+    monkeypatch.setattr(sys.modules["cebench.cli.app"], "out", console)  # the module, not cebench.cli.app
+    result = CliRunner().invoke(app, ["show", str(every_variant)])
+    assert result.exit_code == 0, result.output
+    text = console.export_text()
+    lines = text.splitlines()
+    assert "…" not in text
+    assert max(len(line) for line in lines) <= width, "\n".join(line for line in lines if len(line) > width)
+    shown = {line.split()[0] for line in lines[3:] if line and line[0].isalpha()}
+    assert set(variants.names()) <= shown  # every variant name whole
+    assert "oom [1]" in text and "[1] OutOfMemoryError" in text
+    if width < 120:
+        assert "not shown at" in text and "--wide" in text
+    else:
+        assert "not shown at" not in text
+
+
+def test_narrow_table_drops_the_least_important_columns_first(every_variant):
+    table = results_table(load(every_variant))
+    hidden80, hidden100, none = (render(table, width).hidden for width in (80, 100, None))
+    assert none == [] and set(hidden100) < set(hidden80)
+    assert hidden80[-1:] != ["peak_delta_bytes"] and "peak_delta_bytes" not in hidden80
+    assert {"variant", "ce_chunk", "time_ms_median", "status"}.isdisjoint(hidden80)
+    header = render(table, 80, keep=["tokens_per_s"]).body.plain.splitlines()[0]
+    assert "tokens/s" in header and "compile" not in header
+
+
+def test_noisy_points_are_marked_with_a_footer(every_variant, tmp_path):
+    def spread(frame: pd.DataFrame) -> None:
+        dense = frame["variant"] == "dense"
+        frame.loc[dense, ["time_ms_median", "time_ms_p25", "time_ms_p75"]] = ["10", "8", "13"]  # 50 % spread
+        frame.loc[~dense & (frame["status"] == "ok"), ["time_ms_median", "time_ms_p25", "time_ms_p75"]] = \
+            ["10", "9.8", "10.3"]  # 5 %
+
+    table = results_table(load(rewrite(every_variant, tmp_path / "noisy.csv", spread)))
+    rendered = render(table, None)
+    text = "\n".join([rendered.body.plain] + [n.plain for n in rendered.notes])
+    rows = [line for line in text.splitlines() if line.split()[:1] in (["dense"], ["chunked-sample"])]
+    assert all(("10.0 ms" + NOISE_MARK in row) == row.startswith("dense ") for row in rows), rows
+    assert f"{NOISE_MARK} noisy: p25–p75 spread over 10% of the median" in text
+
+
+def test_show_formats_for_a_pull_request(every_variant):
+    runner = CliRunner()
+    md = runner.invoke(app, ["show", str(every_variant), "--format", "markdown"])
+    assert md.exit_code == 0, md.output
+    lines = md.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("| variant"))
+    assert header.count("|") == lines[lines.index(header) + 1].count("|")
+    assert all(f"| {name} |" in md.stdout for name in variants.names())
+    rows = list(csv.DictReader(io.StringIO(runner.invoke(app, ["show", str(every_variant), "--format", "csv"]).stdout)))
+    records = json.loads(runner.invoke(app, ["show", str(every_variant), "--format", "json"]).stdout)
+    assert len(rows) == len(records) == len(load(every_variant))
+    dense = next(r for r in records if r["variant"] == "dense" and r["workload"] == "loss" and r["batch"] == 4)
+    chunked = next(r for r in records if r["variant"] == "chunked" and r["batch"] == 1)
+    base = next(r for r in records if r["variant"] == "dense" and r["batch"] == 1)
+    assert dense["mem_vs_base"] == 1.0 and dense["baseline"] == "dense"
+    assert chunked["mem_vs_base"] == pytest.approx(chunked["peak_delta_bytes"] / base["peak_delta_bytes"])
+    bad = runner.invoke(app, ["show", str(every_variant), "--format", "html"])
+    assert bad.exit_code == 2 and "--format: 'html' is not one of" in bad.stderr
+    bad = runner.invoke(app, ["show", str(every_variant), "--columns", "nope"])
+    assert bad.exit_code == 2 and "--columns: unknown column(s) nope" in bad.stderr
