@@ -5,6 +5,10 @@ swept over batch, context, vocabulary, hidden size and chunk size.
 """
 from importlib.metadata import PackageNotFoundError, version
 
+from cebench.contract import LossFn, SampleFn, variant
+
+__all__ = ["LossFn", "SampleFn", "variant", "__version__"]
+
 try:
     __version__ = version("cebench")
 except PackageNotFoundError:  # running from a source tree that was not installed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from cebench import variants
 from cebench.config import DTYPE_ALIASES, DTYPES, LOSS, WORKLOADS, Config
@@ -119,12 +119,14 @@ def parse_names(text: str, known: list[str], option: str) -> tuple[str, ...]:
 
 
 def select_variants(variant: str | None, workload: str | None) -> tuple[str, ...]:
-    """--variant and --workload → variant names. Without --variant: every variant of the
-    chosen workloads (default: loss). Variants named explicitly must belong to them."""
+    """--variant and --workload → variant names. Without --variant: the default variants
+    of the chosen workloads (default: loss). A --variant value is a variant name, a user's
+    ``module:function`` or ``file.py:function``, or either with ``-compiled`` appended;
+    variants named explicitly must belong to the chosen workloads."""
     workloads = parse_names(workload, list(WORKLOADS), "--workload") if workload is not None else None
     if variant is None:
-        return tuple(n for w in (workloads or (LOSS,)) for n in variants.names(w))
-    chosen = parse_names(variant, variants.names(), "--variant")
+        return tuple(n for w in (workloads or (LOSS,)) for n in variants.defaults(w))
+    chosen = tuple(dict.fromkeys(variants.resolve(part).name for part in split(variant, "--variant")))
     if workloads is not None:
         stray = [n for n in chosen if variants.get(n).workload not in workloads]
         if stray:
@@ -146,6 +148,16 @@ class Grid:
     d_model: tuple[int, ...]
     ce_chunk: tuple[int, ...]
     temperature: float = 0.9
+
+    def runnable(self) -> tuple[Grid, dict[str, str]]:
+        """This grid without the variants that cannot run on its device here, and why each
+        of those cannot (name → reason). User variants are smoke-tested on a tiny problem
+        first (`UsageError` when one breaks the contract)."""
+        reasons = {n: r for n in self.variants if (r := variants.get(n).unsupported_reason(self.device))}
+        for name in self.variants:
+            if name not in reasons:
+                variants.smoke_test(name, self.device)
+        return replace(self, variants=tuple(n for n in self.variants if n not in reasons)), reasons
 
     def expand(self) -> list[Config]:
         """Every point, grouped by shape so that the variants of one shape are adjacent."""

@@ -25,6 +25,10 @@ COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd co
                    "measure compiled variants with cebench sweep")
 
 
+class OpaqueOp(Exception):
+    """The step ran an op whose allocations a dispatch-mode tracker cannot see."""
+
+
 def granularity(target: str) -> int:
     """Allocation granularity of the target device, in bytes."""
     return CUDA_BLOCK_BYTES if target == "cuda" else 1
@@ -62,6 +66,10 @@ def predict_peak(config: Config) -> MemoryReading:
     rng = _tracking_rng_states(tracker) if config.device == "cpu" else contextlib.nullcontext()
     with tracker, rng:
         step.run()
+    if tracker.opaque:
+        raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
+                       "its outputs, not its internal buffers, so its peak cannot be predicted; measure it with "
+                       "cebench sweep")
     return MemoryReading(base, base + tracker.peak, PREDICTED)
 
 
@@ -72,8 +80,15 @@ def predict(config: Config) -> Result:
     if variants.get(config.variant).compiled:
         result.status, result.error = "unsupported", COMPILED_REASON
         return result
+    reason = variants.get(config.variant).unsupported_reason(config.device)
+    if reason:
+        result.status, result.error = "unsupported", reason
+        return result
     try:
         reading = predict_peak(config)
+    except OpaqueOp as exc:
+        result.status, result.error = "unsupported", str(exc)
+        return result
     except Exception as exc:  # an op without a meta kernel, say: report it, go on
         result.status, result.error = "error", describe(exc)
         return result

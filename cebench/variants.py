@@ -4,17 +4,54 @@ A variant's function is given either as a callable or as an import path
 ``'package.module:function'`` that is imported on first use, so listing, parsing and
 `--help` never import torch. Adding a variant is one `register` call; its compiled twin
 is `compiled(base)`.
+
+Besides the built-in variants, `resolve` accepts what a user names on the command line:
+``package.module:function`` or ``path/to/file.py:function`` (see `cebench.contract`), and
+any name with ``-compiled`` appended (``torch-lce-compiled``, ``my.mod:ce-compiled``) for
+its `torch.compile`d twin. Installed packages ship variants through the entry-point group
+``cebench.variants`` (entry-point name = variant name, value = ``module:function``): they
+are discovered at start-up and imported when first used.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from importlib.metadata import entry_points
 
+from cebench import contract, loader
 from cebench.config import LOSS, SAMPLE
+from cebench.errors import UsageError
 
 Fn = Callable[..., object]
+GROUP = "cebench.variants"
+COMPILED = "-compiled"
+BUILT_IN = "built-in"
+
+
+@dataclass(frozen=True)
+class Requires:
+    """What a variant needs besides torch: importable `packages` (module → the pip
+    install line), a minimum torch (`torch_attr` must exist in torch.nn.functional)."""
+
+    packages: tuple[tuple[str, str], ...] = ()
+    torch_attr: str | None = None
+    torch_version: str | None = None
+
+    def missing(self) -> list[str]:
+        """Why it cannot run here for lack of software (empty when nothing is missing)."""
+        reasons = [f"needs {module}: pip install {pip}" for module, pip in self.packages
+                   if importlib.util.find_spec(module) is None]
+        if self.torch_attr:
+            import torch
+            import torch.nn.functional as F
+
+            if not hasattr(F, self.torch_attr):
+                reasons.append(f"needs torch >= {self.torch_version} for F.{self.torch_attr} "
+                               f"(this is torch {torch.__version__})")
+        return reasons
 
 
 @dataclass(frozen=True)
@@ -34,6 +71,10 @@ class Variant:
     compiled: bool
     summary: str
     baseline: bool = False
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    requires: Requires = Requires()
+    origin: str = BUILT_IN
+    on_request: bool = False  # made when named (a '-compiled' twin, a module:function): not in default sweeps
 
     def load(self) -> Fn:
         """The eager function (its module imported now, when `fn` is a path)."""
@@ -56,6 +97,11 @@ class Variant:
 
     def unsupported_reason(self, device: str) -> str | None:
         """Why this variant cannot run on `device` here, or None when it can."""
+        reasons = [] if device in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
+                                                     f"run on {', '.join(self.devices)} only)"]
+        reasons += self.requires.missing()
+        if reasons:
+            return "; ".join(reasons)
         if not self.compiled:
             return None
         import torch
@@ -77,6 +123,7 @@ class Variant:
 
 
 REGISTRY: dict[str, Variant] = {}
+_PENDING: dict[str, str] = {}  # entry-point variants not imported yet: name → 'module:attr'
 
 
 def register(variant: Variant) -> Variant:
@@ -89,18 +136,80 @@ def register(variant: Variant) -> Variant:
 
 def compiled(base: Variant) -> Variant:
     """The `torch.compile`-wrapped twin of `base`, named '<base>-compiled'."""
-    return replace(base, name=f"{base.name}-compiled", compiled=True, baseline=False,
+    return replace(base, name=f"{base.name}{COMPILED}", compiled=True, baseline=False,
                    summary=f"torch.compile({base.name})")
 
 
+def from_callable(obj: object, name: str, origin: str, where: str) -> Variant:
+    """A variant of a user's function (checked against `cebench.contract`)."""
+    a = contract.adapt(obj, name, where)
+    return Variant(a.name, a.workload, a.fn, chunked=a.chunked, compiled=False, summary=a.summary, origin=origin)
+
+
+def discover() -> None:
+    """Note the variants installed packages declare in the `cebench.variants` entry-point
+    group (nothing is imported until one is used)."""
+    for ep in entry_points(group=GROUP):
+        if ep.name not in REGISTRY:
+            _PENDING[ep.name] = ep.value
+
+
+def _load_pending(name: str) -> Variant:
+    value = _PENDING.pop(name)
+    where = f"entry point {name} = {value}"
+    return register(replace(from_callable(loader.import_object(value, where), name, f"entry point {value}", where),
+                            name=name))
+
+
+def resolve(spec: str) -> Variant:
+    """The variant `spec` names (registering it if it is new): a registered or
+    entry-point name, a ``module:function`` or ``file.py:function``, each optionally with
+    ``-compiled`` appended. `UsageError` when it names nothing usable."""
+    if spec in REGISTRY:
+        return REGISTRY[spec]
+    if spec in _PENDING:
+        return _load_pending(spec)
+    if spec.endswith(COMPILED) and len(spec) > len(COMPILED):
+        base = resolve(spec[: -len(COMPILED)])
+        return REGISTRY.get(spec) or register(replace(compiled(base), name=spec, on_request=True))
+    if loader.is_spec(spec):
+        where = f"--variant {spec}"
+        variant = from_callable(loader.import_object(spec, where), spec, f"user: {spec}", where)
+        if variant.name in REGISTRY:  # declared under a name already resolved
+            return REGISTRY[variant.name]
+        return register(replace(variant, on_request=True))
+    known = ", ".join(names())
+    raise UsageError(f"--variant: unknown '{spec}' (choose from {known}; or give module:function or "
+                     "file.py:function, and append -compiled for a compiled twin)")
+
+
+def smoke_test(name: str, device: str) -> None:
+    """Run a user's variant once on a tiny problem on `device` (built-in ones are trusted)."""
+    v = get(name)
+    if v.origin != BUILT_IN and v.unsupported_reason(device) is None:
+        contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
+
+
 def get(name: str) -> Variant:
-    """The registered variant called `name` (KeyError if there is none)."""
+    """The variant called `name` (KeyError if there is none)."""
+    if name in _PENDING:
+        return _load_pending(name)
     return REGISTRY[name]
 
 
 def names(workload: str | None = None) -> list[str]:
-    """Registered variant names, in registration order, optionally of one workload."""
-    return [v.name for v in REGISTRY.values() if workload is None or v.workload == workload]
+    """Variant names in registration order, optionally of one workload (which imports the
+    entry-point variants, to learn theirs)."""
+    if workload is not None:
+        for name in list(_PENDING):
+            _load_pending(name)
+    return [v.name for v in REGISTRY.values() if workload is None or v.workload == workload] + list(_PENDING)
+
+
+def defaults(workload: str) -> list[str]:
+    """What a sweep of `workload` measures without --variant: every registered variant of
+    it (built-in and installed), not the compiled twins made on request."""
+    return [n for n in names(workload) if not get(n).on_request]
 
 
 def baseline(workload: str) -> str | None:
@@ -115,7 +224,22 @@ _chunked = register(Variant("chunked", LOSS, f"{_IMPL}:vendored_chunked_cross_en
                             compiled=False, summary="vendored chunked_cross_entropy (checkpointed chunks)"))
 register(compiled(_dense))
 register(compiled(_chunked))
+TORCH_LCE = Requires(torch_attr="linear_cross_entropy", torch_version="2.13")
+register(Variant("torch-lce", LOSS, f"{_IMPL}:torch_linear_cross_entropy", chunked=True, compiled=False,
+                 summary="F.linear_cross_entropy, LinearCrossEntropyOptions(batch_chunk_size=ce_chunk)",
+                 requires=TORCH_LCE))
+register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_auto", chunked=False, compiled=False,
+                 summary="F.linear_cross_entropy, LinearCrossEntropyOptions() (torch picks the chunks)",
+                 requires=TORCH_LCE))
+register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
+                 summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks)", devices=("cuda",),
+                 requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),))))
+register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunked=False, compiled=False,
+                 summary="Apple's Cut Cross-Entropy, impl='cce' (Triton; bf16/fp16 only)", devices=("cuda",),
+                 requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),))))
 register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
                  summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True))
 register(Variant("chunked-sample", SAMPLE, f"{_IMPL}:vendored_chunked_sample", chunked=True, compiled=False,
                  summary="vendored sample_tokens_chunked"))
+discover()
+

@@ -41,7 +41,7 @@ def _register(registry, name, workload, fn):
 def test_verify_passes_on_the_vendored_implementation():
     res = CliRunner().invoke(app, ["verify", "--dtype", "fp32,bf16"])
     assert res.exit_code == 0, res.output
-    assert "FAIL" not in res.output and "all 30 applicable checks passed" in res.output
+    assert "FAIL" not in res.output and "all 42 applicable checks passed" in res.output
     assert "chunked-compiled" in res.output and "chunked-sample" in res.output
 
 

@@ -10,6 +10,7 @@ import functools
 
 import typer
 from rich.console import Console
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from cebench.config import LOSS
@@ -44,7 +45,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            err.print(f"[bold red]cebench: error:[/] {exc}", highlight=False, soft_wrap=True, markup=True)
+            err.print(Text.assemble(("cebench: error: ", "bold red"), str(exc)), highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
 

@@ -9,7 +9,7 @@ import typer
 from rich.text import Text
 
 from cebench import variants
-from cebench.cli.app import command, out, print_table
+from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import (Batch, CeChunk, Columns, Context, DModel, Dtype, LossVariantNames, Temperature,
                                  VariantNames, Vocab, Wide, Workload)
 from cebench.config import LOSS
@@ -62,6 +62,9 @@ def predict_command(
     grid = GridOptions.from_params(ctx.params).grid(_target(target))
 
     import torch
+
+    for name in grid.variants:
+        variants.smoke_test(name, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
 
     from cebench.predict import predict
     from cebench.report import results_table
@@ -140,12 +143,21 @@ def fit_command(
     grid = replace(GridOptions.from_params(ctx.params), batch="1", workload=LOSS).grid(device)
     if len(grid.context) * len(grid.vocab) * len(grid.d_model) * len(grid.dtype) > 1:
         raise UsageError("fit takes one --context, --vocab, --d-model and --dtype at a time")
-    points = [p for p in grid.expand() if not variants.get(p.variant).compiled]
-    if not points:
-        raise UsageError("--variant: fit needs an eager variant (compiled variants cannot be predicted)")
+    for name in grid.variants:
+        variants.smoke_test(name, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
 
-    from cebench.predict import fit
+    from cebench.predict import fit, predict
     from cebench.runner import Settings, run
+
+    points = []
+    for point in grid.expand():  # a variant that cannot be predicted at batch 1 cannot be fitted
+        first = predict(point)
+        if first.status == "ok":
+            points.append(point)
+        else:
+            err.print(f"not fitted: {point.variant}: {first.error}", style="yellow", highlight=False)
+    if not points:
+        raise UsageError("--variant: no variant here can be predicted (compiled variants and custom ops cannot)")
 
     with out.status("searching…"):
         fits = [fit(p, budget_bytes, max_batch) for p in points]

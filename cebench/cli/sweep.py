@@ -79,7 +79,12 @@ def sweep(
     if threads is not None:
         torch.set_num_threads(threads)
     settings = Settings(warmup=warmup, repeats=repeats)
+    grid, unsupported = grid.runnable()
+    for name, reason in unsupported.items():
+        err.print(f"not run on {grid.device} here: {name}: {reason}", style="yellow", highlight=False)
     points = grid.expand()
+    if not points:
+        raise UsageError(f"no variant of the sweep can run on {grid.device} here")
     rows = []
     with ResultWriter(path) as writer, _Progress(len(points)) as progress:
         if writer.dropped:

@@ -7,11 +7,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cebench import variants
 from cebench.cli.app import command, out
 from cebench.cli.options import Dtype, Temperature, VariantNames
+from cebench.config import WORKLOADS
 from cebench.errors import UsageError
-from cebench.grid import check_temperature, check_vocab, parse_dtypes, parse_names
+from cebench.grid import check_temperature, check_vocab, parse_dtypes, select_variants
 
 if TYPE_CHECKING:
     from cebench.verify import LossCheck, SamplerCheck
@@ -74,7 +74,7 @@ def verify(
 
     Exit codes: 0 every check passed, 1 a check failed, 2 bad input.
     """
-    names = list(parse_names(variant, variants.names(), "--variant")) if variant is not None else variants.names()
+    names = list(select_variants(variant, ",".join(WORKLOADS)))
     dtypes = list(parse_dtypes(dtype)) if dtype is not None else ["fp32"]
     check_vocab((vocab,))
     if draws < 100:
@@ -87,7 +87,9 @@ def verify(
 
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
     with out.status("verifying (compiled variants compile once per case)…"):
-        loss_checks, sampler_checks = run_all(names, dtypes, sample)
+        loss_checks, sampler_checks, skipped = run_all(names, dtypes, sample)
+    for name, reason in skipped.items():
+        out.print(f"not checked (cannot run on this CPU): {name}: {reason}", style="yellow", highlight=False)
     if loss_checks:
         out.print(loss_table(loss_checks))
         case = LOSS_CASES[0]

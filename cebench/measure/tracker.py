@@ -10,7 +10,9 @@ counted, nor any view of them.
 It works on `meta`, CPU and CUDA tensors alike. On `meta` nothing is allocated or
 computed, so a step of any size is tracked in milliseconds. It cannot see allocations that
 bypass the dispatcher (a kernel's internal workspace, `torch.get_rng_state()`), nor inside
-`torch.compile`d code, where Dynamo skips frames while a dispatch mode is active.
+`torch.compile`d code, where Dynamo skips frames while a dispatch mode is active, nor inside
+a custom op (`torch.library.custom_op`, e.g. `F.linear_cross_entropy`'s chunked op), whose
+fake kernel allocates only its outputs: those ops are listed in `opaque`.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class StorageTracker(TorchDispatchMode):
         self.peak = 0
         self._sizes: dict[int, int] = {}
         self._ignored = {t.untyped_storage()._cdata for t in ignore}
+        self.opaque: set[str] = set()  # custom ops seen: their internal buffers are invisible here
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -58,6 +61,8 @@ class StorageTracker(TorchDispatchMode):
         self.peak = max(self.peak, self.current)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace not in ("aten", "prims"):
+            self.opaque.add(str(func))
         out = func(*args, **(kwargs or {}))
         for value in tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):

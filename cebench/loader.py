@@ -1,0 +1,58 @@
+"""Import an object named by ``package.module:attr`` or ``path/to/file.py:attr``."""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from cebench.errors import UsageError, describe
+
+
+def is_spec(text: str) -> bool:
+    """Whether `text` names an object to import (it has a ':' with text on both sides)."""
+    module, sep, attr = text.rpartition(":")
+    return bool(sep and module and attr)
+
+
+def import_object(spec: str, where: str) -> object:
+    """The object `spec` names. A target ending in '.py' or holding a '/' is a file,
+    imported under a module name of its own; anything else an importable module.
+    `UsageError` naming `where` when the module cannot be imported or lacks the attribute."""
+    target, _, attr = spec.rpartition(":")
+    try:
+        if target.endswith(".py") or "/" in target:
+            module = _import_file(Path(target), where)
+        else:
+            module = importlib.import_module(target)
+    except UsageError:
+        raise
+    except Exception as exc:  # the user's module failed while importing: one line, no traceback
+        raise UsageError(f"{where}: cannot import {target} ({describe(exc, 200)})") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"{where}: {target} has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _import_file(path: Path, where: str) -> object:
+    if not path.is_file():
+        raise UsageError(f"{where}: {path}: no such file")
+    resolved = path.resolve()
+    name = f"cebench_user_{resolved.stem}_{hashlib.sha1(str(resolved).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{where}: {path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module

@@ -1,0 +1,208 @@
+"""Bring your own loss: user variants by file or module, entry points, the CI story, and
+the peers (torch's own F.linear_cross_entropy; Liger and CCE where they can run)."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cebench import inputs, variants
+from cebench.cli import app
+from cebench.config import Config
+from cebench.measure.memory import cpu_peak
+from cebench.runner import run
+from cebench.verify import LOSS_CASES, verify_loss
+from cebench.workloads import make_step
+from conftest import FAST
+
+CEBENCH = Path(sys.executable).parent / "cebench"
+GRID = ["--device", "cpu", "--batch", "1,4", "--context", "64", "--vocab", "3000", "--d-model", "32",
+        "--ce-chunk", "64", "--repeats", "1"]
+
+MY_LOSS = '''
+import torch.nn.functional as F
+
+def my_ce(h, weight, targets, ce_chunk):
+    """Two-pass loss: logits in fp32, then cross-entropy."""
+    logits = F.linear(h, weight).float()
+    return F.cross_entropy(logits, targets)
+'''
+# The regression a change might bring: an extra N × vocab fp32 tensor kept alive until backward.
+MY_LOSS_WORSE = MY_LOSS.replace("    return F.cross_entropy(logits, targets)", '''\
+    loss = F.cross_entropy(logits, targets)
+    loss.kept = logits * 1.0  # (N, vocab) fp32, alive as long as the loss: through backward
+    return loss''')
+
+
+def write(path: Path, source: str) -> Path:
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_a_loss_in_a_file_is_swept_and_its_peak_is_what_the_allocator_says(registry, tmp_path):
+    src = write(tmp_path / "mine.py", MY_LOSS)
+    out = tmp_path / "r.csv"
+    res = CliRunner().invoke(app, ["sweep", *GRID, "--variant", f"dense,{src}:my_ce", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [r for r in csv.DictReader(out.open()) if r["variant"] == f"{src}:my_ce"]
+    assert [(r["batch"], r["status"], r["ce_chunk"]) for r in rows] == [("1", "ok", "64"), ("4", "ok", "64")]
+    fn = variants.get(f"{src}:my_ce").load()
+    for row in rows:
+        config = Config(row["variant"], "loss", "cpu", "fp32", int(row["batch"]), 64, 3000, 32, 64)
+        x = inputs.make(config)
+        step = make_step(fn, x, config)
+        step.run()  # warm-up, as the sweep does
+        step.prepare()
+        assert int(row["peak_delta_bytes"]) == cpu_peak(step.run, x.tensors()).peak_delta_bytes
+        assert int(row["peak_delta_bytes"]) >= 2 * config.logits_fp32_bytes  # logits and their log-softmax
+
+
+def test_declared_name_summary_and_a_loss_without_ce_chunk(registry, tmp_path):
+    write(tmp_path / "declared.py", '''
+        import cebench
+        import torch.nn.functional as F
+
+        @cebench.variant(name="my-dense", summary="my dense loss")
+        def loss(h, weight, targets):
+            return F.cross_entropy(F.linear(h, weight).float(), targets)
+    ''')
+    v = variants.resolve(f"{tmp_path / 'declared.py'}:loss")
+    assert (v.name, v.summary, v.chunked, v.workload) == ("my-dense", "my dense loss", False, "loss")
+    twin = variants.resolve("my-dense-compiled")
+    assert twin.compiled and twin.load() is v.load() and twin.on_request
+    result = run(Config("my-dense", "loss", "cpu", "fp32", 1, 16, 500, 16, None), FAST)
+    assert result.status == "ok" and result.peak_delta_bytes == 3 * 16 * 500 * 4 + 8  # as dense
+
+
+BAD = [
+    ("nosuchmodule_xyz:fn", "cannot import nosuchmodule_xyz (ModuleNotFoundError"),
+    ("{dir}/mine.py:nope", "has no attribute 'nope'"),
+    ("{dir}/mine.py:NOT_CALLABLE", "int object is not callable"),
+    ("{dir}/mine.py:two_args", "takes (h, weight) but a loss variant is called as fn(h, weight, targets, ce_chunk)"),
+    ("{dir}/mine.py:returns_logits", "returned Tensor of shape (12, 16)"),
+    ("{dir}/mine.py:detached", "does not require grad"),
+    ("{dir}/mine.py:raises", "raised RuntimeError: boom on a tiny cpu problem"),
+    ("{dir}/broken.py:fn", "cannot import {dir}/broken.py (ZeroDivisionError"),
+    ("{dir}/missing.py:fn", "missing.py: no such file"),
+]
+
+
+@pytest.mark.parametrize("spec,message", BAD, ids=[b[1].split(" (")[0][:30] for b in BAD])
+def test_a_bad_user_variant_is_one_line_exit_2_and_no_csv(registry, tmp_path, spec, message):
+    write(tmp_path / "mine.py", MY_LOSS + '''
+NOT_CALLABLE = 3
+
+def two_args(h, weight):
+    return h.sum()
+
+def returns_logits(h, weight, targets, ce_chunk):
+    return h @ weight.T
+
+def detached(h, weight, targets, ce_chunk):
+    return (h @ weight.T).sum().detach()
+
+def raises(h, weight, targets, ce_chunk):
+    raise RuntimeError("boom")
+''')
+    write(tmp_path / "broken.py", "1 / 0\n")
+    spec, message = spec.format(dir=tmp_path), message.format(dir=tmp_path)
+    out = tmp_path / "r.csv"
+    for command in ("sweep", "predict", "verify"):
+        args = [command, "--variant", spec] + (GRID + ["--out", str(out)] if command == "sweep" else
+                                               ["--target", "cpu", "--out", str(out)] if command == "predict" else [])
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2, (command, res.output)
+        assert res.stderr.count("\n") == 1 and message in res.stderr, (command, res.stderr)
+        assert not out.exists()
+
+
+def test_an_entry_point_variant_is_listed_and_swept(registry, tmp_path, monkeypatch):
+    write(tmp_path / "shipped_loss.py", MY_LOSS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(variants, "_PENDING", {})
+    ep = EntryPoint(name="shipped-ce", value="shipped_loss:my_ce", group=variants.GROUP)
+    monkeypatch.setattr(variants, "entry_points", lambda group: [ep] if group == variants.GROUP else [])
+    variants.discover()
+    listing = CliRunner().invoke(app, ["variants", "--device", "cpu"])
+    assert listing.exit_code == 0 and "shipped-ce" in listing.stdout
+    assert "Two-pass loss" in listing.stdout and "entry point shipped_loss:my_ce" in listing.stdout
+    assert "shipped-ce" in variants.defaults("loss")  # installed variants join the default sweep
+    out = tmp_path / "r.csv"
+    res = CliRunner().invoke(app, ["sweep", *GRID, "--variant", "shipped-ce", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert {r["variant"] for r in csv.DictReader(out.open())} == {"shipped-ce"}
+
+
+def cebench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CEBENCH), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_gate_your_own_loss_in_ci(tmp_path):
+    """The README's story: a baseline of the user's loss, then a change that keeps one more
+    N × vocab fp32 tensor alive fails the gate, naming the variant; no change passes."""
+    loss = tmp_path / "myloss.py"
+    spec = f"{loss}:my_ce"
+    sweep = ["sweep", *GRID, "--variant", spec, "--threads", "1"]
+    write(loss, MY_LOSS)
+    assert cebench(*sweep, "--out", str(tmp_path / "baseline.csv")).returncode == 0
+    assert cebench(*sweep, "--out", str(tmp_path / "same.csv")).returncode == 0
+    same = cebench("check", str(tmp_path / "same.csv"), "--baseline", str(tmp_path / "baseline.csv"), "--mem-tol", "0%")
+    assert same.returncode == 0, same.stdout
+    write(loss, MY_LOSS_WORSE)
+    assert cebench(*sweep, "--out", str(tmp_path / "worse.csv")).returncode == 0
+    worse = cebench("check", str(tmp_path / "worse.csv"), "--baseline", str(tmp_path / "baseline.csv"),
+                    "--mem-tol", "0%", "--json")
+    assert worse.returncode == 1
+    report = json.loads(worse.stdout)
+    assert {f["config"]["variant"] for f in report["regressed"]} == {spec}
+    grown = [f["current"] - f["baseline"] for f in report["regressed"]]
+    # One more N × vocab fp32 tensor at each batch size (and a few bytes of scalars).
+    assert [g - n * 3000 * 4 for g, n in zip(grown, (64, 256))] == [8, 8]
+
+
+@pytest.mark.parametrize("case", LOSS_CASES[:3], ids=lambda c: c.name)
+@pytest.mark.parametrize("name", ["torch-lce", "torch-lce-auto"])
+def test_torch_lce_matches_the_float64_reference(name, case):
+    check = verify_loss(name, case, "fp32")
+    assert check.passed, check.errors
+
+
+@pytest.mark.parametrize("shape", [(32, 128, 8192, 64, 256), (10, 300, 5000, 48, 128), (7, 100, 3001, 40, 97)])
+def test_torch_lce_peak_is_one_chunk_of_logits_and_below_the_seeds(shape):
+    batch, context, vocab, d_model, chunk = shape
+    lce = run(Config("torch-lce", "loss", "cpu", "fp32", batch, context, vocab, d_model, chunk), FAST)
+    seed = run(Config("chunked", "loss", "cpu", "fp32", batch, context, vocab, d_model, chunk), FAST)
+    n = batch * context
+    assert lce.status == seed.status == "ok" and n > 2 * chunk
+    # One fp32 chunk of logits (reused in place), a chunk-sized scratch of d_model × 4 + 8 bytes
+    # a row, 13 bytes a token of bookkeeping, and the gradients (computed in the forward).
+    assert lce.peak_delta_bytes == chunk * vocab * 4 + chunk * (d_model * 4 + 8) + n * 13 + lce.lower_bound_bytes
+    # The seed: three chunk-sized fp32 buffers, the gradients, and a 5,056-byte CPU RNG state
+    # saved by each checkpointed chunk but the last (up to a few bytes of scalars).
+    chunks = -(-n // chunk)
+    floor = 3 * chunk * vocab * 4 + seed.lower_bound_bytes + (chunks - 1) * 5056
+    assert floor <= seed.peak_delta_bytes <= floor + 64
+    assert lce.peak_delta_bytes < seed.peak_delta_bytes / 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize("name,package", [("liger-kernel", "liger-kernel"), ("cut-cross-entropy", "cut-cross-entropy")])
+def test_triton_peers_are_unsupported_on_cpu_with_an_actionable_reason(name, package, tmp_path):
+    reason = variants.get(name).unsupported_reason("cpu")
+    assert reason.startswith("needs CUDA")
+    if __import__("importlib").util.find_spec(package.replace("-", "_")) is None:
+        assert f"pip install {package}" in reason
+    res = CliRunner().invoke(app, ["sweep", *GRID, "--variant", f"dense,{name}", "--out", str(tmp_path / "r.csv")])
+    assert res.exit_code == 0, res.output
+    assert f"not run on cpu here: {name}: needs CUDA" in res.stderr
+    assert {r["variant"] for r in csv.DictReader((tmp_path / "r.csv").open())} == {"dense"}
+    verify = CliRunner().invoke(app, ["verify", "--variant", name])
+    assert verify.exit_code == 0 and f"not checked (cannot run on this CPU): {name}" in verify.output
