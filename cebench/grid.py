@@ -30,7 +30,7 @@ class Defaults:
 # CUDA: the seed's 1B setting (d_model 2048, context 128) in bf16.
 DEFAULTS: dict[str, Defaults] = {
     "cpu": Defaults(batch=(2, 8), context=(128,), vocab=(50257,), d_model=(128,),
-                    ce_chunk=(256, 512), dtype=("fp32",), repeats=5, warmup=1),
+                    ce_chunk=(256, 512), dtype=("fp32",), repeats=4, warmup=1),
     "cuda": Defaults(batch=(4, 8, 16, 32), context=(128,), vocab=(50257,), d_model=(2048,),
                      ce_chunk=(2048, 8192), dtype=("bf16",), repeats=20, warmup=3),
 }
@@ -118,14 +118,14 @@ def parse_names(text: str, known: list[str], option: str) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def select_variants(variant: str | None, workload: str | None) -> tuple[str, ...]:
+def select_variants(variant: str | None, workload: str | None, device: str | None = None) -> tuple[str, ...]:
     """--variant and --workload → variant names. Without --variant: the default variants
     of the chosen workloads (default: loss). A --variant value is a variant name, a user's
     ``module:function`` or ``file.py:function``, or either with ``-compiled`` appended;
     variants named explicitly must belong to the chosen workloads."""
     workloads = parse_names(workload, list(WORKLOADS), "--workload") if workload is not None else None
     if variant is None:
-        return tuple(n for w in (workloads or (LOSS,)) for n in variants.defaults(w))
+        return tuple(n for w in (workloads or (LOSS,)) for n in variants.defaults(w, device))
     chosen = tuple(dict.fromkeys(variants.resolve(part).name for part in split(variant, "--variant")))
     if workloads is not None:
         stray = [n for n in chosen if variants.get(n).workload not in workloads]
@@ -200,7 +200,7 @@ class GridOptions:
             return default if text is None else parse_ints(text, option)
 
         return Grid(
-            variants=select_variants(self.variant, self.workload),
+            variants=select_variants(self.variant, self.workload, device),
             device=device,
             dtype=d.dtype if self.dtype is None else parse_dtypes(self.dtype),
             batch=ints(self.batch, "--batch", d.batch),

@@ -75,6 +75,7 @@ class Variant:
     requires: Requires = Requires()
     origin: str = BUILT_IN
     on_request: bool = False  # made when named (a '-compiled' twin, a module:function): not in default sweeps
+    on_request_on: tuple[str, ...] = ()  # devices where it runs, but only when named (too slow for a default)
 
     def load(self) -> Fn:
         """The eager function (its module imported now, when `fn` is a path)."""
@@ -83,15 +84,19 @@ class Variant:
         module, _, attr = self.fn.partition(":")
         return getattr(importlib.import_module(module), attr)
 
-    def build(self) -> Fn:
+    def build(self, fresh: bool = True) -> Fn:
         """The callable to measure. A compiled variant starts from an empty Dynamo cache,
         so each point compiles once for its own shapes (no silent fallback to eager after
-        the recompile limit) and `compile_s` means the same thing on every row."""
+        the recompile limit) and `compile_s` means the same thing on every row. With
+        `fresh=False` (correctness checks, which time nothing) the cache is kept and shapes
+        are left to Dynamo's automatic dynamic shapes, so a few compiles serve many shapes."""
         fn = self.load()
         if not self.compiled:
             return fn
         import torch
 
+        if not fresh:
+            return torch.compile(fn)
         torch._dynamo.reset()
         return torch.compile(fn, dynamic=False)
 
@@ -206,10 +211,10 @@ def names(workload: str | None = None) -> list[str]:
     return [v.name for v in REGISTRY.values() if workload is None or v.workload == workload] + list(_PENDING)
 
 
-def defaults(workload: str) -> list[str]:
-    """What a sweep of `workload` measures without --variant: every registered variant of
-    it (built-in and installed), not the compiled twins made on request."""
-    return [n for n in names(workload) if not get(n).on_request]
+def defaults(workload: str, device: str | None = None) -> list[str]:
+    """What a sweep of `workload` on `device` measures without --variant: every registered
+    variant of it (built-in and installed), not those made or measured on request."""
+    return [n for n in names(workload) if not get(n).on_request and device not in get(n).on_request_on]
 
 
 def baseline(workload: str) -> str | None:
@@ -230,7 +235,7 @@ register(Variant("torch-lce", LOSS, f"{_IMPL}:torch_linear_cross_entropy", chunk
                  requires=TORCH_LCE))
 register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_auto", chunked=False, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions() (torch picks the chunks)",
-                 requires=TORCH_LCE))
+                 requires=TORCH_LCE, on_request_on=("cpu",)))  # 2-row chunks on a CPU: ~17x dense's time
 register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
                  summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks)", devices=("cuda",),
                  requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),))))

@@ -8,6 +8,7 @@ test of many draws against the exact softmax(logits / T) probabilities.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -85,6 +86,19 @@ class SamplerCheck:
     floor: float = P_VALUE_FLOOR
 
 
+_BUILT: dict[str, Callable[..., torch.Tensor]] = {}
+
+
+def _built(variant: str) -> Callable[..., torch.Tensor]:
+    """The variant's callable, built once per process: a compiled variant then compiles a
+    handful of times for all cases and dtypes instead of once for each."""
+    v = variants.get(variant)
+    key = f"{variant}:{id(v)}"  # a test may register another variant under a name again
+    if key not in _BUILT:
+        _BUILT[key] = v.build(fresh=False)
+    return _BUILT[key]
+
+
 def _loss_and_grads(fn, h, w, t, ce_chunk) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
     """Loss, grad h, grad weight (zeros where no gradient flows), and whether it flowed."""
     h = h.detach().clone().requires_grad_()
@@ -116,7 +130,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str) -> LossCheck:
     tol = TOLERANCE[dtype]
     x = inputs.make(Config(variant, LOSS, "cpu", dtype, case.tokens, 1, case.vocab, case.d_model, case.ce_chunk))
     h, w, t = x.tensors()
-    loss, grad_h, grad_w, attached = _loss_and_grads(variants.get(variant).build(), h, w, t, case.ce_chunk)
+    loss, grad_h, grad_w, attached = _loss_and_grads(_built(variant), h, w, t, case.ce_chunk)
     if case.tokens == 0:
         value = {"loss": loss.item()}
         if variants.get(variant).load() is not vendored_chunked_cross_entropy:
@@ -133,7 +147,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str) -> LossCheck:
 def _draw(variant: str, h: torch.Tensor, w: torch.Tensor, case: SampleCase) -> torch.Tensor:
     torch.manual_seed(SEED)
     with torch.no_grad():
-        return variants.get(variant).build()(h, w, case.temperature, case.ce_chunk)
+        return _built(variant)(h, w, case.temperature, case.ce_chunk)
 
 
 def chi_square_p_value(statistic: float, dof: int) -> float:

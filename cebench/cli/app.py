@@ -70,10 +70,12 @@ command = functools.partial(app.command, cls=_Command)
 
 # When stdout is not a terminal (a CI log, a file), tables render at 160 columns, rich's
 # 80 otherwise; on a terminal, at its width.
-out = Console()
+# Nothing printed is rich markup: a path, a variant spec or an error message may hold '[...]'
+# or ':x:' that must print as written.
+out = Console(markup=False, emoji=False)
 if not out.is_terminal:
-    out = Console(width=160)
-err = Console(stderr=True)
+    out = Console(width=160, markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
 
 
 def print_table(table: object, wide: bool = False, columns: str | None = None) -> None:

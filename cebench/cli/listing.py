@@ -29,5 +29,7 @@ def list_variants(
                     f" · {v.origin}", style="")
         out.print(head, highlight=False)
         out.print(Text(f"    {v.summary}"), highlight=False)
+        if v.on_request or device in v.on_request_on:
+            out.print(Text(f"    measured when named with --variant (not in a default {device} sweep)", style="dim"))
         here = Text(f"    here ({device}): ") + (Text(reason, style="yellow") if reason else Text("runs", style="green"))
         out.print(here, highlight=False)

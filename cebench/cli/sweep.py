@@ -41,7 +41,7 @@ def sweep(
     temperature: Temperature = 0.9,
     dtype: Dtype = None,
     device: str = typer.Option("auto", help="auto, cpu or cuda (auto: cuda when a GPU is visible)."),
-    repeats: int = typer.Option(None, help="Timed steps per point. Default: cpu 5; cuda 20."),
+    repeats: int = typer.Option(None, help="Timed steps per point. Default: cpu 4; cuda 20."),
     warmup: int = typer.Option(None, help="Untimed steps before measuring, ≥ 1 (compilation happens here). "
                                           "Default: cpu 1; cuda 3."),
     threads: int = typer.Option(None, help="torch intra-op threads, fixed for the run and recorded. "
@@ -88,8 +88,8 @@ def sweep(
     rows = []
     with ResultWriter(path) as writer, _Progress(len(points)) as progress:
         if writer.dropped:
-            err.print(f"[yellow]warning:[/] {path} was written by an older cebench: its rows will lack "
-                      f"{', '.join(writer.dropped)}; use a new --out to keep them", highlight=False)
+            err.print(f"warning: {path} was written by an older cebench: its rows will lack "
+                      f"{', '.join(writer.dropped)}; use a new --out to keep them", style="yellow", highlight=False)
         try:
             for point in points:
                 progress.start(_label(point))
@@ -138,11 +138,11 @@ class _Progress:
         self.bar.advance(self.task)
         if err.is_terminal:
             if result.status != "ok":
-                err.print(f"[yellow]{result.status}[/]: {label}: {result.error}", highlight=False)
+                err.print(f"{result.status}: {label}: {result.error}", style="yellow", highlight=False)
             return
         detail = (f"ok, peak Δ {format_bytes(result.peak_delta_bytes)}, {format_ms(result.time_ms_median)}"
                   if result.status == "ok" else f"{result.status}: {result.error}")
-        err.print(f"[{self.count}/{self.total}] {label}: {detail}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"[{self.count}/{self.total}] {label}: {detail}", highlight=False, soft_wrap=True)
 
     def stop(self) -> None:
         self.bar.stop()

@@ -100,6 +100,6 @@ def verify(
     verdicts = [c.passed for c in loss_checks] + [c.passed for c in sampler_checks]
     failed = verdicts.count(False)
     if failed:
-        out.print(f"[bold red]{failed} of {len(verdicts)} checks failed[/]")
+        out.print(f"{failed} of {len(verdicts)} checks failed", style="bold red")
         raise typer.Exit(1)
-    out.print(f"[green]all {verdicts.count(True)} applicable checks passed[/]")
+    out.print(f"all {verdicts.count(True)} applicable checks passed", style="green")
