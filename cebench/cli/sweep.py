@@ -70,6 +70,10 @@ def sweep(
         raise UsageError("--threads must be at least 1")
     path = out_path or default_out()
 
+    from cebench.results import existing_header
+
+    existing_header(path)  # a foreign --out is refused before torch is even imported
+
     import torch
 
     from cebench.report import results_table
