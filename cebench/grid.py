@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Defaults] = {
                      ce_chunk=(2048, 8192), dtype=("bf16",), repeats=20, warmup=3),
 }
 DEVICES = ("cpu", "cuda")
+MAX_SIZE = 2**31 - 1  # largest size in any one option: beyond it byte counts leave int64
 
 
 def resolve_device(name: str, option: str = "--device") -> str:
@@ -83,6 +84,8 @@ def parse_ints(text: str, option: str) -> tuple[int, ...]:
             raise UsageError(f"{option}: '{part}' is not an integer") from None
         if value <= 0:
             raise UsageError(f"{option}: {value} must be a positive integer")
+        if value > MAX_SIZE:
+            raise UsageError(f"{option}: {value} is too large (at most {MAX_SIZE:,})")
         if value not in values:
             values.append(value)
     return tuple(values)
@@ -199,7 +202,7 @@ class GridOptions:
         def ints(text: str | None, option: str, default: tuple[int, ...]) -> tuple[int, ...]:
             return default if text is None else parse_ints(text, option)
 
-        return Grid(
+        grid = Grid(
             variants=select_variants(self.variant, self.workload, device),
             device=device,
             dtype=d.dtype if self.dtype is None else parse_dtypes(self.dtype),
@@ -210,3 +213,8 @@ class GridOptions:
             ce_chunk=ints(self.ce_chunk, "--ce-chunk", d.ce_chunk),
             temperature=check_temperature(self.temperature),
         )
+        logits = max(grid.batch) * max(grid.context) * max(grid.vocab) * 4
+        if logits >= 2**62:
+            raise UsageError(f"--batch × --context × --vocab: the full fp32 logits would take {logits:,} bytes, "
+                             "beyond what any machine or a results CSV can hold")
+        return grid

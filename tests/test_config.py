@@ -41,6 +41,11 @@ def test_dtype_is_a_sweep_axis():
 
 def test_parse_ints_keeps_order_drops_duplicates_and_rejects_bad_values():
     assert parse_ints("8, 2,8,1_024", "--batch") == (8, 2, 1024)
-    for text in ("0", "-1", "2.5", "", "a", "1,,2", " , "):
+    for text in ("0", "-1", "2.5", "", "a", "1,,2", " , ", "99999999999999999999", str(10**30)):
         with pytest.raises(UsageError):
             parse_ints(text, "--batch")
+
+
+def test_a_grid_whose_logits_no_int64_can_count_is_refused():
+    with pytest.raises(UsageError, match="the full fp32 logits would take"):
+        GridOptions(batch="2147483647", context="2147483647", vocab="4").grid("cpu")
