@@ -4,6 +4,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -106,3 +108,14 @@ def test_show_formats_for_a_pull_request(every_variant):
     assert bad.exit_code == 2 and "--format: 'html' is not one of" in bad.stderr
     bad = runner.invoke(app, ["show", str(every_variant), "--columns", "nope"])
     assert bad.exit_code == 2 and "--columns: unknown column(s) nope" in bad.stderr
+
+
+def test_the_installed_command_honours_columns_when_piped(every_variant):
+    cebench = Path(sys.executable).parent / "cebench"
+    env = {**os.environ, "COLUMNS": "80"}
+    proc = subprocess.run([str(cebench), "show", str(every_variant)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if not line.startswith(str(every_variant))]
+    assert max(len(line) for line in table) <= 80 and "…" not in proc.stdout
+    assert "not shown at 80 columns" in proc.stdout

@@ -7,6 +7,7 @@ error answer without them.
 from __future__ import annotations
 
 import functools
+import os
 
 import typer
 from rich.console import Console
@@ -68,12 +69,12 @@ app = typer.Typer(
 )
 command = functools.partial(app.command, cls=_Command)
 
-# When stdout is not a terminal (a CI log, a file), tables render at 160 columns, rich's
-# 80 otherwise; on a terminal, at its width.
+# On a terminal, tables render at its width; elsewhere (a CI log, a file) at $COLUMNS when
+# it is set, else at 160 columns rather than rich's 80.
 # Nothing printed is rich markup: a path, a variant spec or an error message may hold '[...]'
 # or ':x:' that must print as written.
 out = Console(markup=False, emoji=False)
-if not out.is_terminal:
+if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
     out = Console(width=160, markup=False, emoji=False)
 err = Console(stderr=True, markup=False, emoji=False)
 

@@ -86,7 +86,7 @@ def verify(
     from cebench.verify import LOSS_CASES, SampleCase, run_all
 
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
-    with out.status("verifying (compiled variants compile once per case)…"):
+    with out.status("verifying (compiled variants compile once per variant and dtype)…"):
         loss_checks, sampler_checks, skipped = run_all(names, dtypes, sample)
     for name, reason in skipped.items():
         out.print(f"not checked (cannot run on this CPU): {name}: {reason}", style="yellow", highlight=False)
