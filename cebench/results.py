@@ -127,20 +127,32 @@ class ResultWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.written = 0
         header = existing_header(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.columns: tuple[str, ...] = header or COLUMNS
         self.dropped = tuple(c for c in COLUMNS if c not in self.columns)
-        self._file = path.open("a", newline="")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.repaired = _drop_cut_off_row(path) if header else ""
+            self._file = path.open("a", newline="")
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})") from None
         self._writer = csv.writer(self._file)
         if header is None:
-            self._writer.writerow(COLUMNS)
+            self._put(COLUMNS)
+
+    def _put(self, cells: tuple[object, ...] | list[object]) -> None:
+        try:
+            self._writer.writerow(cells)
             self._file.flush()
+        except OSError as exc:  # a full disk, a lost mount: stop, every earlier row intact
+            raise UsageError(f"{self.path}: writing failed ({exc.strerror or exc}); the {self.written} rows "
+                             "before it are kept") from None
 
     def write(self, result: Result) -> None:
         cells = {k: _cell(v) for k, v in asdict(result).items()}
-        self._writer.writerow([cells.get(c, "") for c in self.columns])
-        self._file.flush()
+        self._put([cells.get(c, "") for c in self.columns])
+        self.written += 1
 
     def close(self) -> None:
         self._file.close()
@@ -150,6 +162,18 @@ class ResultWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _drop_cut_off_row(path: Path) -> str:
+    """Cut a last row that has no line end (a crash or a full disk mid-write) off the file,
+    so the next row never joins it; returns the text dropped ('' when there was none)."""
+    with path.open("rb+") as f:
+        data = f.read()
+        if not data or data.endswith(b"\n"):
+            return ""
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+    return data[keep:].decode(errors="replace")
 
 
 def existing_header(path: Path) -> tuple[str, ...] | None:

@@ -1,5 +1,11 @@
-"""Failure is data: oom, error and unsupported rows, and the sweep goes on."""
+"""Failure is data: oom, error and unsupported rows, and the sweep goes on; a sweep cut short
+keeps its rows, and a CSV cut short is repaired."""
 import csv
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import torch
 from typer.testing import CliRunner
@@ -56,3 +62,66 @@ def test_variant_that_cannot_run_here_is_unsupported(registry, monkeypatch):
     result = run(cpu_config("dense-compiled"), FAST)
     assert result.status == "unsupported"
     assert "C++ compiler" in result.error
+
+
+def test_a_cut_off_last_row_is_dropped_before_appending(tmp_path):
+    out = tmp_path / "r.csv"
+    grid = ["sweep", "--device", "cpu", "--batch", "1", "--context", "8", "--vocab", "100", "--d-model", "8",
+            "--variant", "dense", "--repeats", "1", "--out", str(out)]
+    assert CliRunner().invoke(app, grid).exit_code == 0
+    whole = out.read_text()
+    out.write_text(whole + "dense,loss,cpu,AMD,fp32,1,8,8,100")  # a crash mid-row: no line end
+    res = CliRunner().invoke(app, grid)
+    assert res.exit_code == 0, res.output
+    assert "last row was cut off" in res.stderr and "dense,loss,cpu,AMD,fp32,1,8,8,100" in res.stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and out.read_text().startswith(whole)
+    assert CliRunner().invoke(app, ["show", str(out)]).exit_code == 0
+
+
+def test_a_write_that_fails_stops_the_sweep_in_one_line(tmp_path, monkeypatch):
+    real = csv.writer
+    calls = []
+
+    class FullDisk:
+        """A CSV writer whose third row (the second measured one) meets a full disk."""
+
+        def __init__(self, f):
+            self.inner = real(f)
+
+        def writerow(self, row):
+            calls.append(row)
+            if len(calls) == 3:
+                raise OSError(28, "No space left on device")
+            return self.inner.writerow(row)
+
+    monkeypatch.setattr("cebench.results.csv.writer", FullDisk)
+    out = tmp_path / "r.csv"
+    res = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--batch", "1,2", "--context", "8", "--vocab", "100",
+                                   "--d-model", "8", "--variant", "dense", "--repeats", "1", "--out", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines()[-1] == (f"cebench: error: {out}: writing failed (No space left on "
+                                                   "device); the 1 rows before it are kept")
+    monkeypatch.undo()
+    assert len(out.read_text().splitlines()) == 2 and CliRunner().invoke(app, ["show", str(out)]).exit_code == 0
+
+
+def test_sigterm_keeps_the_rows_and_exits_143(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\nimport torch.nn.functional as F\n\n"
+                    "def loss(h, weight, targets):\n    time.sleep(0.3)\n"
+                    "    return F.cross_entropy(F.linear(h, weight), targets)\n")
+    out = tmp_path / "r.csv"
+    cebench = Path(sys.executable).parent / "cebench"
+    proc = subprocess.Popen([str(cebench), "sweep", "--device", "cpu", "--batch", "1,2,3,4,5,6", "--context", "8",
+                             "--vocab", "100", "--d-model", "8", "--variant", f"{slow}:loss", "--repeats", "1",
+                             "--out", str(out)], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while (not out.exists() or len(out.read_text().splitlines()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143, stderr
+    kept = len(out.read_text().splitlines()) - 1
+    assert 1 <= kept < 6 and f"terminated: {kept} of 6 rows kept in {out}" in stderr
+    assert "Traceback" not in stderr

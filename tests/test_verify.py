@@ -39,7 +39,7 @@ def _register(registry, name, workload, fn):
 
 @pytest.mark.compile
 def test_verify_passes_on_the_vendored_implementation():
-    res = CliRunner().invoke(app, ["verify", "--dtype", "fp32,bf16"])
+    res = CliRunner().invoke(app, ["verify", "--dtype", "fp32,bf16"], env={"COLUMNS": "250"})  # names unwrapped
     assert res.exit_code == 0, res.output
     assert "FAIL" not in res.output and "all 42 applicable checks passed" in res.output
     assert "chunked-compiled" in res.output and "chunked-sample" in res.output

@@ -76,7 +76,7 @@ command = functools.partial(app.command, cls=_Command)
 out = Console(markup=False, emoji=False)
 if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
     out = Console(width=160, markup=False, emoji=False)
-err = Console(stderr=True, markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False, soft_wrap=True)  # log lines stay whole
 
 
 def print_table(table: object, wide: bool = False, columns: str | None = None) -> None:

@@ -1,6 +1,7 @@
 """`cebench sweep`: measure the grid, append each row to a CSV, print the table."""
 from __future__ import annotations
 
+import signal
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,14 @@ if TYPE_CHECKING:
 def _label(c: Config) -> str:
     chunk = f" ce_chunk={c.ce_chunk}" if c.ce_chunk else ""
     return f"{c.variant} {c.dtype} b={c.batch} ctx={c.context} V={c.vocab} d={c.d_model}{chunk}"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (a batch scheduler's time limit, `kill`)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def default_out() -> Path:
@@ -83,6 +92,7 @@ def sweep(
     if threads is not None:
         torch.set_num_threads(threads)
     settings = Settings(warmup=warmup, repeats=repeats)
+    signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill ends the sweep as Ctrl-C does
     grid, unsupported = grid.runnable()
     for name, reason in unsupported.items():
         err.print(f"not run on {grid.device} here: {name}: {reason}", style="yellow", highlight=False)
@@ -91,6 +101,9 @@ def sweep(
         raise UsageError(f"no variant of the sweep can run on {grid.device} here")
     rows = []
     with ResultWriter(path) as writer, _Progress(len(points)) as progress:
+        if writer.repaired:
+            err.print(f"warning: {path}: its last row was cut off (a crash or a full disk?) and is dropped: "
+                      f"{writer.repaired[:120]}", style="yellow", highlight=False)
         if writer.dropped:
             err.print(f"warning: {path} was written by an older cebench: its rows will lack "
                       f"{', '.join(writer.dropped)}; use a new --out to keep them", style="yellow", highlight=False)
@@ -101,10 +114,11 @@ def sweep(
                 writer.write(result)
                 rows.append(result)
                 progress.done(_label(point), result)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             progress.stop()
-            err.print(f"interrupted: {len(rows)} of {len(points)} rows kept in {path}")
-            raise typer.Exit(130) from None
+            how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+            err.print(f"{how}: {len(rows)} of {len(points)} rows kept in {path}", highlight=False, soft_wrap=True)
+            raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     title = (f"cebench sweep · {grid.device} ({rows[0].device_name}) · {torch.get_num_threads()} threads · "
              f"torch {torch.__version__}")
     print_table(results_table(to_frame(rows), title=title), wide, columns)

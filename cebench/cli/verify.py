@@ -4,14 +4,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from cebench.cli.app import command, out
-from cebench.cli.options import Dtype, Temperature, VariantNames
+from cebench.cli.app import command, out, print_table
+from cebench.cli.options import Columns, Dtype, Temperature, VariantNames, Wide
 from cebench.config import WORKLOADS
 from cebench.errors import UsageError
 from cebench.grid import check_temperature, check_vocab, parse_dtypes, select_variants
+from cebench.table import Column, Table
 
 if TYPE_CHECKING:
     from cebench.verify import LossCheck, SamplerCheck
@@ -23,35 +23,41 @@ def _verdict(passed: bool | None) -> Text:
     return Text("pass", style="green") if passed else Text("FAIL", style="bold red")
 
 
+def _table(title: str, specs: list[tuple[str, str, bool, int]]) -> Table:
+    """A `cebench.table.Table` of (key, header, right-justified, priority) columns."""
+    return Table([Column(k, h, right=r, priority=p) for k, h, r, p in specs], title=title)
+
+
 def loss_table(checks: list[LossCheck]) -> Table:
     """One row per variant, case and dtype: the three relative errors beside the limit."""
-    table = Table(title="Claim: the chunked loss matches F.cross_entropy within fp32 accumulation-order rounding, "
-                        "and gradients flow to h and weight exactly as the dense path",
-                  title_justify="left", header_style="bold")
-    for name in ("variant", "case", "N", "ce_chunk", "dtype", "loss", "grad h", "grad weight", "limit", "result", "note"):
-        table.add_column(name, justify="right" if name in ("N", "ce_chunk", "loss", "grad h", "grad weight") else "left",
-                         style="dim" if name == "note" else None)
+    table = _table("Claim: the chunked loss matches F.cross_entropy within fp32 accumulation-order rounding, and "
+                   "gradients flow to h and weight exactly as the dense path",
+                   [("variant", "variant", False, 0), ("case", "case", False, 5), ("N", "N", True, 0),
+                    ("ce_chunk", "ce_chunk", True, 0), ("dtype", "dtype", False, 0), ("loss", "loss", True, 0),
+                    ("grad_h", "grad h", True, 0), ("grad_weight", "grad weight", True, 0),
+                    ("limit", "limit", False, 2), ("result", "result", False, 0), ("note", "note", False, 3)])
     for c in checks:
         if c.case.tokens == 0:
             errors, limit = [f"{c.errors['loss']:g}", "", ""], "loss = 0"
         else:
             errors, limit = [f"{c.errors[q]:.1e}" for q in ("loss", "grad h", "grad weight")], f"≤ {c.tolerance:.0e}"
         table.add_row(c.variant, c.case.name, str(c.case.tokens), str(c.case.ce_chunk), c.dtype, *errors, limit,
-                      _verdict(c.passed), c.note)
+                      _verdict(c.passed), Text(c.note, style="dim"))
     return table
 
 
 def sampler_table(checks: list[SamplerCheck]) -> Table:
     """One row per sampler: chi-square, degrees of freedom and p-value."""
-    table = Table(title="Claim: chunked sampling draws from the same distribution as one dense multinomial "
-                        "over softmax(logits / T)", title_justify="left", header_style="bold")
-    for name in ("variant", "vocab", "ce_chunk", "T", "draws", "χ²", "dof", "p-value", "limit", "result", "note"):
-        table.add_column(name, justify="left" if name in ("variant", "limit", "result", "note") else "right",
-                         style="dim" if name == "note" else None)
+    table = _table("Claim: chunked sampling draws from the same distribution as one dense multinomial over "
+                   "softmax(logits / T)",
+                   [("variant", "variant", False, 0), ("vocab", "vocab", True, 2), ("ce_chunk", "ce_chunk", True, 2),
+                    ("T", "T", True, 2), ("draws", "draws", True, 1), ("chi2", "χ²", True, 0), ("dof", "dof", True, 0),
+                    ("p", "p-value", True, 0), ("limit", "limit", False, 1), ("result", "result", False, 0),
+                    ("note", "note", False, 3)])
     for c in checks:
         table.add_row(c.variant, str(c.case.vocab), f"{c.case.ce_chunk:,}", f"{c.case.temperature:g}",
                       f"{c.case.rows:,}", f"{c.statistic:.1f}", str(c.dof), f"{c.p_value:.3g}",
-                      f"≥ {c.floor:g}", _verdict(c.passed), c.note)
+                      f"≥ {c.floor:g}", _verdict(c.passed), Text(c.note, style="dim"))
     return table
 
 
@@ -63,6 +69,8 @@ def verify(
     vocab: int = typer.Option(16, help="Vocabulary of the sampler test (≥ 2; small, so each token gets many draws)."),
     draws: int = typer.Option(200_003, help="Draws per sampler (rows of h, cycling over 4 distinct hidden states)."),
     ce_chunk: int = typer.Option(4096, "--ce-chunk", help="ce_chunk of the chunked sampler."),
+    wide: Wide = False,
+    columns: Columns = None,
 ) -> None:
     """Check the correctness claims of the system under test.
 
@@ -91,12 +99,12 @@ def verify(
     for name, reason in skipped.items():
         out.print(f"not checked (cannot run on this CPU): {name}: {reason}", style="yellow", highlight=False)
     if loss_checks:
-        out.print(loss_table(loss_checks))
+        print_table(loss_table(loss_checks), wide, columns)
         case = LOSS_CASES[0]
         out.print(f"Reference: float64 F.cross_entropy on the same dtype-rounded inputs; vocab {case.vocab}, "
                   f"d_model {case.d_model}. Error = max|got − ref| / max|ref|.\n", highlight=False)
     if sampler_checks:
-        out.print(sampler_table(sampler_checks))
+        print_table(sampler_table(sampler_checks), wide, columns)
     verdicts = [c.passed for c in loss_checks] + [c.passed for c in sampler_checks]
     failed = verdicts.count(False)
     if failed:
