@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from cebench.config import LOSS, SAMPLE, WORKLOADS
-from cebench.errors import UsageError
+from cebench.errors import UsageError, describe
 
 if TYPE_CHECKING:
     import torch
@@ -137,8 +137,6 @@ def smoke_test(fn: Callable[..., object], workload: str, chunked: bool, device: 
         else:
             out = fn(h, weight, torch.randint(0, vocab, (n,), generator=gen).to(device), chunk)
     except Exception as exc:  # a broken user variant: say so before any point is measured
-        from cebench.errors import describe
-
         raise UsageError(f"{where}: raised {describe(exc, 200)} on a tiny {device} problem "
                          f"(N {n}, vocab {vocab}, d_model {d})") from None
     got = f"{type(out).__name__}" + (f" of shape {tuple(out.shape)} and dtype {out.dtype}"

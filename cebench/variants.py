@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 
@@ -170,10 +170,8 @@ def resolve(spec: str) -> Variant:
     """The variant `spec` names (registering it if it is new): a registered or
     entry-point name, a ``module:function`` or ``file.py:function``, each optionally with
     ``-compiled`` appended. `UsageError` when it names nothing usable."""
-    if spec in REGISTRY:
-        return REGISTRY[spec]
-    if spec in _PENDING:
-        return _load_pending(spec)
+    if spec in REGISTRY or spec in _PENDING:
+        return get(spec)
     if spec.endswith(COMPILED) and len(spec) > len(COMPILED):
         base = resolve(spec[: -len(COMPILED)])
         return REGISTRY.get(spec) or register(replace(compiled(base), name=spec, on_request=True))
@@ -188,11 +186,13 @@ def resolve(spec: str) -> Variant:
                      "file.py:function, and append -compiled for a compiled twin)")
 
 
-def smoke_test(name: str, device: str) -> None:
-    """Run a user's variant once on a tiny problem on `device` (built-in ones are trusted)."""
-    v = get(name)
-    if v.origin != BUILT_IN and v.unsupported_reason(device) is None:
-        contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
+def smoke_test(names: Iterable[str], device: str) -> None:
+    """Run each user variant among `names` that can run on `device` once on a tiny problem
+    there (built-in ones are trusted); `UsageError` for the first that breaks the contract."""
+    for name in names:
+        v = get(name)
+        if v.origin != BUILT_IN and v.unsupported_reason(device) is None:
+            contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
 
 
 def get(name: str) -> Variant:

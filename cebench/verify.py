@@ -190,8 +190,7 @@ def run_all(names: list[str], dtypes: list[str], sample: SampleCase
     and dtype, samplers once each; and the variants that cannot run here, with why."""
     skipped = {n: r for n in names if (r := variants.get(n).unsupported_reason("cpu"))}
     names = [n for n in names if n not in skipped]
-    for name in names:
-        variants.smoke_test(name, "cpu")
+    variants.smoke_test(names, "cpu")
     loss_checks = [verify_loss(n, case, d) for n in names if variants.get(n).workload == LOSS
                    for d in dtypes for case in LOSS_CASES]
     sampler_checks = [verify_sampler(n, sample) for n in names if variants.get(n).workload == SAMPLE]
