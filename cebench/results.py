@@ -21,7 +21,8 @@ import pandas as pd
 from cebench.config import Config
 from cebench.errors import UsageError
 
-SCHEMA_VERSION = 2  # 1: cebench 0.1.0 (no schema_version, no time_ms_samples column)
+SCHEMA_VERSION = 3  # 1: cebench 0.1.0 (no schema_version, no time_ms_samples); 2: no flops, tflops_per_s,
+# matmul_floor_ms, shard
 STATUSES = ("ok", "oom", "error", "unsupported")
 FAILED = ("oom", "error")  # a point that ran and failed; `unsupported` never ran
 
@@ -56,12 +57,16 @@ class Result:
     time_ms_samples: tuple[float, ...] | None
     tokens_per_s: float | None
     compile_s: float | None
+    flops: int | None
+    tflops_per_s: float | None
+    matmul_floor_ms: float | None
     logits_fp32_bytes: int
     lower_bound_bytes: int
     torch_version: str
     cebench_version: str
     threads: int
     timestamp: str
+    shard: str
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -79,10 +84,10 @@ class Result:
             ce_chunk=config.ce_chunk, status="ok", error="", peak_bytes=None, base_bytes=None,
             peak_delta_bytes=None, mem_method="", time_ms_median=None, time_ms_p25=None,
             time_ms_p75=None, time_ms_min=None, repeats=None, time_ms_samples=None, tokens_per_s=None,
-            compile_s=None, logits_fp32_bytes=config.logits_fp32_bytes,
+            compile_s=None, flops=None, tflops_per_s=None, matmul_floor_ms=None, logits_fp32_bytes=config.logits_fp32_bytes,
             lower_bound_bytes=config.lower_bound_bytes, torch_version=torch.__version__,
             cebench_version=cebench.__version__, threads=torch.get_num_threads(),
-            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"), shard="",
         )
 
 
@@ -91,11 +96,14 @@ KEY_COLUMNS = ("variant", "workload", "device", "dtype", "batch", "context", "vo
 # What a configuration is besides the variant and its ce_chunk: the rows compared side by side.
 SHAPE_COLUMNS = tuple(c for c in KEY_COLUMNS if c not in ("variant", "ce_chunk"))
 INT_COLUMNS = ("batch", "context", "tokens", "vocab", "d_model", "ce_chunk", "peak_bytes", "base_bytes",
-               "peak_delta_bytes", "repeats", "logits_fp32_bytes", "lower_bound_bytes", "threads", "schema_version")
+               "peak_delta_bytes", "repeats", "flops", "logits_fp32_bytes", "lower_bound_bytes", "threads",
+               "schema_version")
 # Columns later releases added, with the schema version that added them: an older file
 # without them loads with them empty (schema_version: 1).
-ADDED = {"time_ms_samples": 2, "schema_version": 2}
-FLOAT_COLUMNS = ("time_ms_median", "time_ms_p25", "time_ms_p75", "time_ms_min", "tokens_per_s", "compile_s")
+ADDED = {"time_ms_samples": 2, "schema_version": 2,
+         "flops": 3, "tflops_per_s": 3, "matmul_floor_ms": 3, "shard": 3}
+FLOAT_COLUMNS = ("time_ms_median", "time_ms_p25", "time_ms_p75", "time_ms_min", "tokens_per_s", "compile_s",
+                 "tflops_per_s", "matmul_floor_ms")
 REQUIRED_VALUES = ("variant", "workload", "device", "dtype", "batch", "context", "tokens", "vocab", "d_model", "status")
 # Measurements every `ok` row has (the views draw and compare them); predicted rows
 # (mem_method "predicted", from `cebench predict`) have memory but no time.

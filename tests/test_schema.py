@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.results import COLUMNS, SCHEMA_VERSION, load, samples
+from cebench.results import ADDED, COLUMNS, SCHEMA_VERSION, load, samples
 from conftest import SMALL, rewrite, sweep_csv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,4 +85,4 @@ def test_appending_to_a_previous_release_csv_keeps_its_columns_and_warns(tmp_pat
     lines = old.read_text().splitlines()
     assert lines[0] == BASELINE.read_text().splitlines()[0] and len(lines) == len(BASELINE.read_text().splitlines()) + 1
     assert len(load(old)) == len(lines) - 1
-    assert set(COLUMNS) - set(lines[0].split(",")) == {"time_ms_samples", "schema_version"}
+    assert set(COLUMNS) - set(lines[0].split(",")) == set(ADDED)
