@@ -3,7 +3,7 @@
 Points are matched on their configuration (`results.KEY_COLUMNS`); where a CSV holds a
 configuration more than once (sweeps append), its last row is the one compared. A matched
 point regresses when its `peak_delta_bytes` grew by more than the memory tolerance, when
-it was `ok` in the baseline and is `oom` or `error` now, or (only when a time tolerance is
+it was `ok` in the baseline and is `oom`, `error` or `timeout` now, or (only when a time tolerance is
 given) when its median step time grew by more than that tolerance *and* the slowdown is
 statistically significant: a one-sided Mann-Whitney U test of its step-time samples
 against the baseline's samples scaled by (1 + tolerance) gives p < `ALPHA`. Points whose

@@ -52,7 +52,7 @@ def resolve_device(name: str, option: str = "--device") -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if not torch.cuda.is_available():
         raise UsageError(f"{option} cuda: no CUDA GPU is visible to this torch ({torch.__version__}); "
-                         "use --device cpu")
+                         f"use {option} cpu")
     return name
 
 

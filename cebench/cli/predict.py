@@ -60,6 +60,10 @@ def predict_command(
     compiled code.
     """
     grid = GridOptions.from_params(ctx.params).grid(_target(target))
+    if out_path is not None:
+        from cebench.results import check_out
+
+        check_out(out_path)  # a foreign or unwritable --out is refused before anything is predicted
 
     import torch
 

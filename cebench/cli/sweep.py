@@ -1,10 +1,13 @@
 """`cebench sweep`: measure the grid, append each row to a CSV, print the table."""
 from __future__ import annotations
 
+import functools
+import os
 import signal
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -12,11 +15,19 @@ from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import (Batch, CeChunk, Columns, Context, DModel, Dtype, Temperature, VariantNames,
                                  Vocab, Wide, Workload)
 from cebench.config import Config
+from cebench import shard as shard_mod
 from cebench.errors import UsageError
-from cebench.grid import DEFAULTS, GridOptions, resolve_device
+from cebench.grid import DEFAULTS, GridOptions, resolve_device, split
+from cebench.shard import Shard
 
 if TYPE_CHECKING:
+    from cebench.isolate import Child
+    from cebench.plan import Plan
     from cebench.results import Result
+    from cebench.runner import Settings
+
+POINT_TIMEOUT_S = 1800.0  # seconds an isolated point may run by default (a 1B-setting compile takes minutes)
+RATE_TIMEOUT_S = 300.0  # seconds the pre-sweep matmul-rate probe may take in a child process
 
 
 def _label(c: Config) -> str:
@@ -32,9 +43,29 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
-def default_out() -> Path:
-    """results/sweep-<local time>.csv"""
-    return Path("results") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.csv"
+def _run_id() -> str:
+    """An id every shard of one launch shares (torchrun's run id, the SLURM job's), else the
+    local time."""
+    for name in ("TORCHELASTIC_RUN_ID", "SLURM_ARRAY_JOB_ID", "SLURM_JOB_ID"):
+        if os.environ.get(name, "").strip():
+            return os.environ[name].strip()
+    return f"{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def out_path_for(out: Path | None, shard: Shard | None) -> tuple[Path, str]:
+    """The CSV this process writes, and a note on how it was chosen ('' for none).
+    Default: results/sweep-<time>.csv, or results/sweep-<run id>-shard-<I>-of-<N>.csv in a
+    shard. `{shard}` in --out becomes <I>-of-<N>; a sharded --out without it gets
+    .shard-<I>-of-<N> before its suffix, so that no two processes append to one file."""
+    if out is None:
+        name = f"sweep-{_run_id()}" + (f"-shard-{shard.tag}" if shard else "")
+        return Path("results") / f"{name}.csv", ""
+    if "{shard}" in str(out):
+        return Path(str(out).replace("{shard}", (shard or Shard(0, 1)).tag)), ""
+    if shard is None:
+        return out, ""
+    path = out.with_name(f"{out.stem}.shard-{shard.tag}{out.suffix}")
+    return path, f"shard {shard.label} writes {path} (--out names one file; put {{shard}} in it to choose the names)"
 
 
 @command()
@@ -56,8 +87,25 @@ def sweep(
     threads: int = typer.Option(None, help="torch intra-op threads, fixed for the run and recorded. "
                                            "Default: torch's own choice."),
     out_path: Path = typer.Option(None, "--out", metavar="CSV", show_default=False,
-                                  help="CSV to write; an existing cebench CSV is appended to. Default: "
-                                       "results/sweep-\\<time\\>.csv."),
+                                  help="CSV to write; an existing cebench CSV is appended to. `{shard}` in it "
+                                       "becomes INDEX-of-COUNT. Default: results/sweep-\\<time\\>.csv "
+                                       "(in a shard: results/sweep-\\<run id\\>-shard-\\<I\\>-of-\\<N\\>.csv)."),
+    shard_spec: str = typer.Option(None, "--shard", metavar="INDEX/COUNT", show_default=False,
+                                   help="Measure only shard INDEX of COUNT (from 0): a deterministic share of "
+                                        "the grid balanced by cost, every point in exactly one shard. Default: "
+                                        "from torchrun (RANK/WORLD_SIZE, on cuda:LOCAL_RANK) or SLURM "
+                                        "(SLURM_ARRAY_TASK_ID/_COUNT, else srun's SLURM_PROCID/"
+                                        "SLURM_STEP_NUM_TASKS), else the whole grid."),
+    resume: bool = typer.Option(False, "--resume", help="Skip every point that already has an ok or oom row in "
+                                                        "--out (run again what errored, timed out or is missing)."),
+    isolate: Optional[bool] = typer.Option(None, "--isolate/--no-isolate", show_default=False,
+                                           help="Measure each point in a fresh process: a crash, a hang or a "
+                                                "poisoned CUDA context becomes a row and the next point starts "
+                                                "clean. Default: on for cuda, off for cpu."),
+    point_timeout: float = typer.Option(None, "--point-timeout", metavar="SECONDS", show_default=False,
+                                        help="With --isolate (which it turns on): a point still running after "
+                                             "this long, process start-up included, is killed and written as "
+                                             f"a timeout row. Default: {POINT_TIMEOUT_S:g}."),
     wide: Wide = False,
     columns: Columns = None,
 ) -> None:
@@ -65,10 +113,19 @@ def sweep(
 
     Each list option takes comma-separated values; the grid is their cartesian product,
     chunked variants also over --ce-chunk. Each row is written to the CSV as soon as it is
-    measured; an oom or error is recorded as a row and the sweep goes on.
+    measured; an oom, error or timeout is recorded as a row and the sweep goes on.
     """
     options = GridOptions.from_params(ctx.params)
     options.grid("cpu")  # every option checked before `--device auto` imports torch to look for a GPU
+    shard, local = shard_mod.from_env(os.environ)
+    if shard_spec is not None:
+        shard = shard_mod.parse(shard_spec)
+    if point_timeout is not None and not point_timeout > 0:
+        raise UsageError(f"--point-timeout: {point_timeout:g} must be a positive number of seconds")
+    if point_timeout is not None and isolate is False:
+        raise UsageError("--point-timeout needs --isolate (a point in the sweep's own process cannot be stopped)")
+    if resume and out_path is None:
+        raise UsageError("--resume needs --out: the CSV of the sweep to resume")
     grid = options.grid(resolve_device(device))
     d = DEFAULTS[grid.device]
     warmup = d.warmup if warmup is None else warmup
@@ -77,40 +134,61 @@ def sweep(
         raise UsageError("--warmup and --repeats must be at least 1")
     if threads is not None and threads < 1:
         raise UsageError("--threads must be at least 1")
-    path = out_path or default_out()
+    isolate = point_timeout is not None or (grid.device == "cuda" if isolate is None else isolate)
+    timeout_s = (point_timeout or POINT_TIMEOUT_S) if isolate else None
+    path, where = out_path_for(out_path, shard)
 
-    from cebench.results import existing_header
+    from cebench.results import check_out, done_keys
 
-    existing_header(path)  # a foreign --out is refused before torch is even imported
+    check_out(path)  # a foreign or unwritable --out is refused before torch is even imported
+    done = done_keys(path) if resume else set()
 
     import torch
 
+    from cebench import plan as plan_mod
+    from cebench.isolate import Child
     from cebench.report import results_table
     from cebench.results import ResultWriter, to_frame
     from cebench.runner import Settings, run
 
     if threads is not None:
         torch.set_num_threads(threads)
+    cuda_index = local if grid.device == "cuda" else None
+    if cuda_index is not None and not isolate:  # an isolated sweep leaves CUDA to its children
+        torch.cuda.set_device(cuda_index)
+    child = Child(specs=tuple(split(variant, "--variant")) if variant else (), threads=threads, cuda_index=cuda_index)
     settings = Settings(warmup=warmup, repeats=repeats)
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill ends the sweep as Ctrl-C does
+    everything = grid.expand()
     grid, unsupported = grid.runnable()
     for name, reason in unsupported.items():
         err.print(f"not run on {grid.device} here: {name}: {reason}", style="yellow", highlight=False)
-    points = grid.expand()
-    if not points:
+    plan = plan_mod.make(everything, shard, done, warmup, repeats)
+    points = [p for p in plan.points if p.variant not in unsupported]
+    if not grid.variants:
         raise UsageError(f"no variant of the sweep can run on {grid.device} here")
-    rows = []
-    with ResultWriter(path) as writer, _Progress(len(points)) as progress:
+    if where:
+        err.print(where, highlight=False)
+    _announce(plan, points, grid.device, path, settings, child if isolate else None)
+    if not points:
+        why = f"every point of this shard is already in {path}" if plan.in_shard else "this shard has no points"
+        out.print(f"nothing to measure: {why}", highlight=False)
+        return
+    tag = f"[shard {shard.label}] " if shard else ""
+    rows: list[Result] = []
+    with ResultWriter(path) as writer, _Progress(len(points), tag) as progress:
         if writer.repaired:
             err.print(f"warning: {path}: its last row was cut off (a crash or a full disk?) and is dropped: "
                       f"{writer.repaired[:120]}", style="yellow", highlight=False)
         if writer.dropped:
             err.print(f"warning: {path} was written by an older cebench: its rows will lack "
                       f"{', '.join(writer.dropped)}; use a new --out to keep them", style="yellow", highlight=False)
+        measure = _isolated(child, settings, timeout_s) if isolate else functools.partial(run, settings=settings)
         try:
             for point in points:
                 progress.start(_label(point))
-                result = run(point, settings)
+                result = measure(point)
+                result.shard = shard.label if shard else ""
                 writer.write(result)
                 rows.append(result)
                 progress.done(_label(point), result)
@@ -120,20 +198,80 @@ def sweep(
             err.print(f"{how}: {len(rows)} of {len(points)} rows kept in {path}", highlight=False, soft_wrap=True)
             raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
     title = (f"cebench sweep · {grid.device} ({rows[0].device_name}) · {torch.get_num_threads()} threads · "
-             f"torch {torch.__version__}")
+             f"torch {torch.__version__}" + (f" · shard {shard.label}" if shard else ""))
     print_table(results_table(to_frame(rows), title=title), wide, columns)
     out.print(f"{len(rows)} rows → {path}", highlight=False)
+
+
+def _announce(plan: Plan, points: list[Config], device: str, path: Path, settings: Settings,
+              child: Child | None) -> None:
+    """One line before the first point: what the sweep will measure, and a floor on how
+    long that takes; a warning for a grid long enough to want shards."""
+    from cebench import isolate as isolate_mod
+    from cebench import plan as plan_mod
+    from cebench import variants
+    from cebench.units import format_duration
+
+    parts = [f"{plan.total} points on {device}"]
+    if plan.shard:
+        parts.append(f"shard {plan.shard.label} ({plan.shard.source}): {plan.in_shard} of them")
+    if plan.skipped:
+        parts.append(f"--resume: {plan.skipped} already in {path}")
+    parts.append(f"{len(points)} to measure" + (" each in a fresh process" if child else ""))
+    if points:
+        args = (device, points[0].dtype)
+        if child is None:
+            rate = plan_mod.matmul_rate(*args)
+        else:
+            outcome = isolate_mod.call(plan_mod.matmul_rate, args, child, RATE_TIMEOUT_S)
+            rate = outcome.value if outcome.status == "ok" else None
+        if rate:
+            compiled = sum(variants.get(p.variant).compiled for p in points)
+            floor = plan_mod.estimate_s(points, settings.warmup, settings.repeats, rate)
+            parts.append(f"matmul work alone ≥ {format_duration(floor)} at the {rate / 1e9:,.0f} GFLOP/s a "
+                         f"{points[0].dtype} matmul reaches here now" + (f", plus {compiled} compilations" * bool(compiled)))
+    err.print("sweep: " + " · ".join(parts), highlight=False, soft_wrap=True)
+    if plan.total > plan_mod.LONG_SWEEP and (plan.shard is None or plan.shard.count == 1):
+        err.print(f"warning: {plan.total} points is a long sweep for one process: split it with torchrun, SLURM or "
+                  "--shard (see the README), and --resume it if it stops", style="yellow", highlight=False)
+
+
+def _isolated(child: Child, settings: Settings, timeout_s: float | None) -> Callable[[Config], Result]:
+    """Measure a point in a fresh process; a crash or a timeout becomes its row."""
+    from cebench import isolate as isolate_mod
+    from cebench.limits import matmul_floor_ms
+    from cebench.results import Result
+    from cebench.runner import device_name, run
+
+    names: dict[str, str] = {"cpu": device_name("cpu")}  # a GPU's name: from a child (CUDA stays out of here)
+    floors: dict[tuple[object, ...], float | None] = {}  # calibrated once per shape, in a child of its own
+
+    def measure(point: Config) -> Result:
+        shape = (point.device, point.dtype, point.workload, point.tokens, point.vocab, point.d_model)
+        if shape not in floors:
+            calibration = isolate_mod.call(matmul_floor_ms, (point, settings), child, timeout_s)
+            floors[shape] = calibration.value if calibration.status == "ok" else None
+        outcome = isolate_mod.call(functools.partial(run, floor_ms=floors[shape]), (point, settings), child,
+                                   timeout_s)
+        if outcome.status == "ok":
+            names[point.device] = outcome.value.device_name
+            return outcome.value
+        result = Result.blank(point, names.get(point.device, ""))
+        result.status, result.error = outcome.status, outcome.error
+        return result
+
+    return measure
 
 
 class _Progress:
     """A progress bar with an ETA on a terminal; one plain line per finished point when
     stderr is a log (CI, make, a batch job), so a long sweep is never silent."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, tag: str = "") -> None:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
-        self.total, self.count = total, 0
+        self.total, self.count, self.tag = total, 0, tag  # tag: '[shard I/N] ' in a shard
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True,
                             disable=not err.is_terminal)
@@ -147,7 +285,7 @@ class _Progress:
         self.bar.__exit__(*exc)
 
     def start(self, label: str) -> None:
-        self.bar.update(self.task, description=label)
+        self.bar.update(self.task, description=self.tag + label)
 
     def done(self, label: str, result: Result) -> None:
         from cebench.units import format_bytes, format_ms
@@ -156,11 +294,11 @@ class _Progress:
         self.bar.advance(self.task)
         if err.is_terminal:
             if result.status != "ok":
-                err.print(f"{result.status}: {label}: {result.error}", style="yellow", highlight=False)
+                err.print(f"{self.tag}{result.status}: {label}: {result.error}", style="yellow", highlight=False)
             return
         detail = (f"ok, peak Δ {format_bytes(result.peak_delta_bytes)}, {format_ms(result.time_ms_median)}"
                   if result.status == "ok" else f"{result.status}: {result.error}")
-        err.print(f"[{self.count}/{self.total}] {label}: {detail}", highlight=False, soft_wrap=True)
+        err.print(f"{self.tag}[{self.count}/{self.total}] {label}: {detail}", highlight=False, soft_wrap=True)
 
     def stop(self) -> None:
         self.bar.stop()

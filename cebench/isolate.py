@@ -1,0 +1,99 @@
+"""Work in a fresh child process (multiprocessing, spawn), bounded by a timeout.
+
+A point measured this way cannot take the sweep down with it: a segfault, an abort, a
+hang or an illegal memory access that poisons the CUDA context ends only the child, and
+the next point starts in a clean process with an empty caching allocator.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cebench.errors import describe
+
+JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)
+
+
+@dataclass(frozen=True)
+class Child:
+    """What a child needs to stand where its parent stands: the `--variant` values to
+    resolve again (a user's variants live only in the process that loaded them), the
+    intra-op thread count, and the CUDA device index to use."""
+
+    specs: tuple[str, ...] = ()
+    threads: int | None = None
+    cuda_index: int | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A child's return value, or why there is none: `status` 'ok', 'error' (it raised or
+    died) or 'timeout' (it was killed after the timeout), `error` saying how."""
+
+    status: str
+    value: Any = None
+    error: str = ""
+
+
+def setup(child: Child) -> None:
+    """Bring this process to where the parent stood (see `Child`)."""
+    import torch
+
+    from cebench import variants
+
+    if child.threads is not None:
+        torch.set_num_threads(child.threads)
+    if child.cuda_index is not None:
+        torch.cuda.set_device(child.cuda_index)
+    for spec in child.specs:
+        variants.resolve(spec)
+
+
+def _main(conn: Any, child: Child, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends this child
+    try:
+        setup(child)
+        conn.send(Outcome("ok", fn(*args)))
+    except BaseException as exc:  # noqa: BLE001 - whatever happens is the parent's answer
+        conn.send(Outcome("error", error=describe(exc)))
+    finally:
+        conn.close()
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"the point's process died of {name} (exit code {exitcode})"
+    return f"the point's process exited with code {exitcode} without a result"
+
+
+def call(fn: Callable[..., Any], args: tuple[Any, ...], child: Child, timeout_s: float | None) -> Outcome:
+    """`fn(*args)` in a fresh spawned process set up as `child`, waiting at most `timeout_s`
+    seconds (None: no limit) for its answer. `fn`, `args` and the value must pickle."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_main, args=(send, child, fn, args), daemon=True)
+    proc.start()
+    send.close()  # the child holds the only write end: its death reads as end-of-file
+    try:
+        if not receive.poll(timeout_s):
+            return Outcome("timeout", error=f"no result after {timeout_s:g} s (--point-timeout); its process "
+                                            "was killed")
+        try:
+            outcome: Outcome = receive.recv()
+        except EOFError:
+            proc.join()
+            return Outcome("error", error=_death(proc.exitcode))
+        proc.join(JOIN_S)
+        return outcome
+    finally:
+        receive.close()
+        if proc.is_alive():
+            proc.kill()
+            proc.join()

@@ -1,0 +1,78 @@
+"""What a sweep will measure, before it measures anything: the grid's points in this
+shard, less those a resumed CSV already holds, and a rough estimate of the time."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cebench import shard as shard_mod
+from cebench import variants
+from cebench.config import SAMPLE, Config
+from cebench.results import point_key
+from cebench.shard import Shard
+
+# A nominal cost model, used only to balance shards (it must not depend on the machine, so
+# that every process computes the same split): matmul work at these rates (FLOP/s) plus
+# one compilation per compiled point.
+NOMINAL_RATE = {"cpu": 1e11, "cuda": 3e14}
+NOMINAL_COMPILE_S = 20.0
+LONG_SWEEP = 300  # points; more than this earns a warning that suggests shards
+
+
+def matmul_flops(config: Config) -> int:
+    """Matmul FLOPs of one step of an implementation that computes each logit once:
+    logits (2·N·V·d), and for the loss ∇h and ∇weight too (6·N·V·d in all)."""
+    return (2 if config.workload == SAMPLE else 6) * config.tokens * config.vocab * config.d_model
+
+
+def steps(warmup: int, repeats: int) -> int:
+    """Steps one point runs: the warm-up, one for the memory probe, the timed ones."""
+    return warmup + 1 + repeats
+
+
+def nominal_cost_s(config: Config, warmup: int, repeats: int) -> float:
+    """The nominal seconds one point takes (see `NOMINAL_RATE`), for balancing shards."""
+    compile_s = NOMINAL_COMPILE_S if variants.get(config.variant).compiled else 0.0
+    return steps(warmup, repeats) * matmul_flops(config) / NOMINAL_RATE[config.device] + compile_s
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The points to measure now (in grid order), out of `total` in the grid, `in_shard`
+    of them in this process's shard, `skipped` of those already done."""
+
+    points: list[Config]
+    total: int
+    shard: Shard | None
+    in_shard: int
+    skipped: int
+
+
+def make(points: Sequence[Config], shard: Shard | None, done: set[tuple[str, ...]], warmup: int,
+         repeats: int) -> Plan:
+    """This shard's share of `points`, without those whose key is in `done`."""
+    costs = [nominal_cost_s(p, warmup, repeats) for p in points]
+    mine = [points[i] for i in shard_mod.select(points, costs, shard)]
+    todo = [p for p in mine if point_key(p) not in done]
+    return Plan(todo, len(points), shard, len(mine), len(mine) - len(todo))
+
+
+def matmul_rate(device: str, dtype: str) -> float:
+    """FLOP/s a square matmul reaches on `device` in `dtype` now (median of 3 after one
+    warm-up; 1024² on CPU in fp32, 256² in the slow half types there, 4096² on CUDA)."""
+    import torch
+
+    from cebench.config import torch_dtype
+    from cebench.measure.timing import time_once
+
+    n = 4096 if device == "cuda" else (1024 if dtype == "fp32" else 256)
+    a = torch.randn(n, n, device=device).to(torch_dtype(dtype))
+    times = [time_once(lambda: a @ a, device) for _ in range(4)][1:]
+    return 2 * n**3 / (statistics.median(times) / 1e3)
+
+
+def estimate_s(points: Sequence[Config], warmup: int, repeats: int, rate: float) -> float:
+    """Seconds the matmul work of `points` takes at `rate` FLOP/s: a floor on the sweep's
+    time (chunking, compilation and process start-up come on top)."""
+    return sum(steps(warmup, repeats) * matmul_flops(p) for p in points) / rate

@@ -1,0 +1,25 @@
+"""Test-only loss variants that take their process down, for `sweep --isolate`. Each
+behaves on the contract's tiny smoke-test problem (vocab 16) and misbehaves on any
+larger one."""
+import os
+import time
+
+import torch.nn.functional as F
+
+
+def _dense(h, weight, targets):
+    return F.cross_entropy((h @ weight.T).float(), targets)
+
+
+def abort_loss(h, weight, targets):
+    """Aborts the process (SIGABRT), as a failed assertion in a native kernel does."""
+    if weight.shape[0] > 16:
+        os.abort()
+    return _dense(h, weight, targets)
+
+
+def sleepy_loss(h, weight, targets):
+    """Hangs for ten minutes, as a deadlocked kernel does."""
+    if weight.shape[0] > 16:
+        time.sleep(600)
+    return _dense(h, weight, targets)

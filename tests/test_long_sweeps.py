@@ -1,0 +1,154 @@
+"""What a long sweep needs: --resume, --isolate with --point-timeout, a plan announced
+before the first point, and one clean line for every bad input."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cebench import plan
+from cebench.cli import app
+from cebench.results import KEY_COLUMNS, check_out, load
+from cebench.errors import UsageError
+
+CEBENCH = Path(sys.executable).parent / "cebench"
+MISBEHAVING = Path(__file__).parent / "data" / "misbehaving.py"
+GRID = ["--device", "cpu", "--variant", "dense,chunked", "--batch", "1,2", "--context", "16", "--vocab", "600",
+        "--d-model", "16", "--ce-chunk", "8", "--repeats", "1"]
+
+
+def keys(path: Path) -> list[tuple[str, ...]]:
+    return [tuple(r[c] for c in KEY_COLUMNS) for r in csv.DictReader(path.open())]
+
+
+def test_resume_measures_only_the_missing_points(tmp_path):
+    out = tmp_path / "r.csv"
+    runner = CliRunner()
+    assert runner.invoke(app, ["sweep", *GRID, "--out", str(out)]).exit_code == 0
+    whole = out.read_text().splitlines(keepends=True)
+    assert len(whole) == 1 + 4
+    # A crash after two rows, in the middle of writing the third.
+    out.write_text("".join(whole[:3]) + whole[3][:25])
+    rows = list(csv.DictReader(out.open()))[:2]
+    rows[1]["status"] = "error"  # ... and the second point had failed: it is measured again
+    with out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = runner.invoke(app, ["sweep", *GRID, "--resume", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "--resume: 1 already in" in result.stderr and "3 to measure" in result.stderr
+    got = keys(out)
+    assert len(got) == 1 + 1 + 3 and got[:2] == [tuple(r[c] for c in KEY_COLUMNS) for r in rows]
+    assert set(got[2:]) == set(got[1:]) and len(set(got)) == 4
+    again = runner.invoke(app, ["sweep", *GRID, "--resume", "--out", str(out)])
+    assert again.exit_code == 0 and "nothing to measure: every point of this shard is already in" in again.stdout
+    assert len(keys(out)) == 5
+    frame = load(out)
+    assert list(frame["status"]) == ["ok", "error", "ok", "ok", "ok"]
+
+
+def test_isolated_points_survive_an_abort_and_a_hang(tmp_path):
+    out = tmp_path / "r.csv"
+    variants = f"{MISBEHAVING}:abort_loss,{MISBEHAVING}:sleepy_loss,dense"
+    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--batch", "1", "--variant", variants,
+                           "--point-timeout", "20", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "each in a fresh process" in proc.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [r["status"] for r in rows] == ["error", "timeout", "ok"]
+    assert rows[0]["error"] == "the point's process died of SIGABRT (exit code -6)"
+    assert rows[1]["error"].startswith("no result after 20 s (--point-timeout)")
+    assert int(rows[2]["peak_delta_bytes"]) > 0 and len({r["device_name"] for r in rows}) == 1
+    assert len(load(out)) == 3 and CliRunner().invoke(app, ["show", str(out)]).exit_code == 0
+
+
+def test_isolated_memory_is_the_in_process_memory(tmp_path):
+    runner = CliRunner()
+    inside, isolated = tmp_path / "in.csv", tmp_path / "iso.csv"
+    assert runner.invoke(app, ["sweep", *GRID, "--batch", "2", "--out", str(inside)]).exit_code == 0
+    result = runner.invoke(app, ["sweep", *GRID, "--batch", "2", "--isolate", "--out", str(isolated)])
+    assert result.exit_code == 0, result.output
+    a, b = load(inside), load(isolated)
+    cols = ["peak_bytes", "base_bytes", "peak_delta_bytes", "flops"]
+    assert a[cols].equals(b[cols])
+
+
+def test_the_plan_is_announced_and_a_long_grid_warned_about(tmp_path, monkeypatch):
+    monkeypatch.setattr(plan, "LONG_SWEEP", 3)
+    result = CliRunner().invoke(app, ["sweep", *GRID, "--out", str(tmp_path / "r.csv")])
+    assert result.exit_code == 0, result.output
+    line = result.stderr.splitlines()[0]
+    assert line.startswith("sweep: 4 points on cpu · 4 to measure · matmul work alone ≥ ") and "GFLOP/s" in line
+    assert "warning: 4 points is a long sweep for one process" in result.stderr
+    sharded = CliRunner().invoke(app, ["sweep", *GRID, "--shard", "1/2", "--out", str(tmp_path / "s-{shard}.csv")])
+    assert "shard 1/2 (--shard): 2 of them" in sharded.stderr and "long sweep" not in sharded.stderr
+    assert (tmp_path / "s-1-of-2.csv").is_file()
+
+
+def test_estimate_counts_the_matmul_work():
+    from cebench.config import Config
+
+    point = Config("dense", "loss", "cpu", "fp32", 2, 8, 100, 4, None)
+    assert plan.matmul_flops(point) == 6 * 16 * 100 * 4
+    assert plan.estimate_s([point, point], warmup=1, repeats=3, rate=1e6) == pytest.approx(2 * 5 * 6 * 16 * 100 * 4
+                                                                                           / 1e6)
+
+
+BAD = [
+    (["sweep", "--out", "{binary}"], "exists and is not a cebench results CSV"),
+    (["predict", "--out", "{binary}"], "exists and is not a cebench results CSV"),
+    (["sweep", "--out", "{file}/sub/r.csv"], "cannot write there"),
+    (["predict", "--out", "{file}/r.csv"], "cannot write there"),
+    (["sweep", "--batch", "99999999999999999999"], "--batch: 99999999999999999999 is too large"),
+    (["sweep", "--ce-chunk", str(10**30)], "--ce-chunk: 1000000000000000000000000000000 is too large"),
+    (["predict", "--batch", "99999999999999999999"], "--batch: 99999999999999999999 is too large"),
+    (["sweep", "--batch", ""], "--batch: empty"),
+    (["sweep", "--shard", "2/2"], "--shard: '2/2' is not INDEX/COUNT"),
+    (["sweep", "--resume"], "--resume needs --out"),
+    (["sweep", "--point-timeout", "-1"], "--point-timeout: -1 must be a positive number"),
+    (["sweep", "--no-isolate", "--point-timeout", "5"], "--point-timeout needs --isolate"),
+    (["merge", "{binary}", "--out", "{new}"], "is not a cebench results CSV"),
+    (["merge", "{new}", "--out", "{other}"], "no such file"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD)
+def test_bad_input_is_one_line_and_touches_no_file(tmp_path, args, message):
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"PK\x03\x04\x00\x00\xff\xfe binary \x00")
+    (tmp_path / "file").write_text("a file, not a folder\n")
+    names = {"binary": binary, "file": tmp_path / "file", "new": tmp_path / "new.csv", "other": tmp_path / "o.csv"}
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    proc = subprocess.run([str(CEBENCH), *[a.format(**names) for a in args]], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing created or changed
+
+
+def test_an_unreadable_out_is_named(tmp_path, monkeypatch):
+    out = tmp_path / "r.csv"
+    out.write_text("x\n")
+    real = Path.open
+
+    def denied(self, *args, **kwargs):
+        if self == out:
+            raise PermissionError(13, "Permission denied")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", denied)
+    with pytest.raises(UsageError, match="r.csv: cannot be read \\(Permission denied\\)"):
+        check_out(out)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+def test_fit_measure_without_the_target_names_target():
+    proc = subprocess.run([str(CEBENCH), "fit", "--measure", "--budget", "1GiB"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "--target cuda: no CUDA GPU" in proc.stderr and "use --target cpu" in proc.stderr
+    assert "--device" not in proc.stderr
