@@ -1,9 +1,12 @@
 """Figures from a results CSV, drawn headless with matplotlib (Agg).
 
 - `memory-vs-<x>`: `peak_delta_bytes` (what one step adds) against a parameter, one line
-  per variant and `ce_chunk`, with the full fp32 logits (`logits_fp32_bytes`) dashed.
-- `time-vs-<x>`: median step time against it, the p25–p75 spread as a band.
-- `memory-vs-time`: one point per variant and `ce_chunk`, one panel per configuration.
+  per variant and `ce_chunk`, with the full fp32 logits (`logits_fp32_bytes`) dashed and
+  the lower bound (`lower_bound_bytes`) dotted.
+- `time-vs-<x>`: median step time against it, the p25–p75 spread as a band, the matmul
+  floor (`matmul_floor_ms`) dash-dotted.
+- `memory-vs-time`: one point per variant and `ce_chunk`, one panel per configuration, with
+  the lower bound and the floor.
 
 Parameters that vary besides x split a figure into panels, one per combination; each panel
 has its own y scale, and the title says so when their maxima differ more than 2×. `oom` and
@@ -40,6 +43,12 @@ X_PARAMS = ("batch", "context", "vocab", "d_model")
 PARAMS = SHAPE_COLUMNS
 MAX_PANELS = 16
 REFERENCE = "fp32 logits (N × vocab × 4)"
+# What any exact implementation must spend (`cebench.limits`): memory figures draw the lower
+# bound, time figures the matmul floor; the trade-off figure draws both.
+LOWER_BOUND = "lower bound: what any exact step must allocate"
+FLOOR = "matmul floor: the full-size matmuls alone, timed"
+_BOUND_STYLE = dict(linestyle=":", color="0.2", linewidth=1.6)
+_FLOOR_STYLE = dict(linestyle="-.", color="0.2", linewidth=1.3)
 _MEMORY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _FAIL_STYLE = dict(marker="x", color="red", markersize=9, markeredgewidth=2.2, linestyle="none")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
@@ -113,10 +122,14 @@ def _panels(frame: pd.DataFrame, by: list[str], x: str | None) -> tuple[list[str
     return varying, list(zip(titles, (g for _, g in groups)))
 
 
+def memory_unit(top: float) -> tuple[str, int]:
+    """The largest binary unit (GiB, MiB, KiB) that `top` bytes reach (KiB below that)."""
+    return next(((u, s) for u, s in _MEMORY_UNITS if top >= s), _MEMORY_UNITS[-1])
+
+
 def _memory_unit(frame: pd.DataFrame) -> tuple[str, int]:
     """The largest binary unit (GiB, MiB, KiB) that the peaks or the fp32 logits reach."""
-    top = max(frame["peak_delta_bytes"].fillna(0).max(), frame["logits_fp32_bytes"].max())
-    return next(((u, s) for u, s in _MEMORY_UNITS if top >= s), _MEMORY_UNITS[-1])
+    return memory_unit(max(frame["peak_delta_bytes"].fillna(0).max(), frame["logits_fp32_bytes"].max()))
 
 
 def _figure(n: int) -> tuple[Figure, list[Axes]]:
@@ -318,7 +331,7 @@ def _legend(fig: Figure, frame: pd.DataFrame, styles: dict[str, Style], extra: l
     names = names or {}
     handles = [Line2D([], [], label=names.get(label, label), **style) for label, style in styles.items()] + extra
     if frame["status"].isin(FAILED).any():
-        handles.append(Line2D([], [], label="oom / error (in the strip above a panel)", **_FAIL_STYLE))
+        handles.append(Line2D([], [], label="oom / error / timeout (in the strip above a panel)", **_FAIL_STYLE))
     # An entry takes its handle (~0.6 in) and its text (~0.065 in a character at 8 pt).
     entry = 0.7 + 0.065 * max(len(h.get_label()) for h in handles)
     ncols = max(1, min(len(handles), int(fig.get_figwidth() // max(entry, 2.8))))
@@ -363,12 +376,16 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
             ax.plot(ref.index.to_numpy(dtype=float), ref.to_numpy(dtype=float), linestyle="--", color="0.45",
                     linewidth=1.2)
             reach.append(ref.max())
+            limit, limit_style = rows.groupby(x)["lower_bound_bytes"].first() / scale, _BOUND_STYLE
         else:
             for label, line in _ok_lines(rows, x).items():
                 ax.fill_between(line[x].to_numpy(dtype=float), line["time_ms_p25"].to_numpy(dtype=float),
                                 line["time_ms_p75"].to_numpy(dtype=float), color=styles[label]["color"],
                                 alpha=0.2, linewidth=0)
                 reach.append(line["time_ms_p75"].max())
+            limit, limit_style = rows.groupby(x)["matmul_floor_ms"].median().dropna(), _FLOOR_STYLE
+        ax.plot(limit.index.to_numpy(dtype=float), limit.to_numpy(dtype=float), **limit_style)
+        reach.append(limit.max())
         top = 1.05 * max((r for r in reach if pd.notna(r)), default=0.0)
         follows = coinciding(lines, COINCIDE_TOLERANCE * top)
         shifts = _shifts(lines, follows)
@@ -395,8 +412,18 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
     _title(fig, what, frame, varying, x, _scales_note({"y": tops}))
     extra = ([Line2D([], [], linestyle="--", color="0.45", label=REFERENCE)] if memory
              else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
+    extra += _limit_handles(frame, bound=memory, floor=not memory)
     _legend(fig, frame, styles, extra, _equal_names(equal, shown))
     return fig
+
+
+def _limit_handles(frame: pd.DataFrame, bound: bool, floor: bool) -> list[Line2D]:
+    """Legend entries of the lower bound (with `bound`) and the matmul floor (with `floor`,
+    when a row of `frame` has one)."""
+    handles = [Line2D([], [], label=LOWER_BOUND, **_BOUND_STYLE)] if bound else []
+    if floor and frame["matmul_floor_ms"].notna().any():
+        handles.append(Line2D([], [], label=FLOOR, **_FLOOR_STYLE))
+    return handles
 
 
 def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
@@ -413,6 +440,9 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
             ax.errorbar([t], [row["peak_delta_bytes"] / scale], xerr=spread, capsize=3, elinewidth=1.5, **styles[label])
         reference = rows["logits_fp32_bytes"].iloc[0] / scale
         ax.axhline(reference, linestyle="--", color="0.45", linewidth=1.2)
+        ax.axhline(rows["lower_bound_bytes"].iloc[0] / scale, **_BOUND_STYLE)
+        if ok["matmul_floor_ms"].notna().any():
+            ax.axvline(ok["matmul_floor_ms"].median(), **_FLOOR_STYLE)
         ax.set_xlim(left=0, right=ax.get_xlim()[1] * 1.1)
         ax.set_ylim(0, 1.05 * max(reference, (ok["peak_delta_bytes"] / scale).max() if len(ok) else 0))
         if len(ok):
@@ -424,7 +454,8 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
     _title(fig, "Memory vs time per configuration: lower left is better", frame, varying, None, _scales_note(tops))
-    _legend(fig, frame, styles, [Line2D([], [], linestyle="--", color="0.45", label=REFERENCE)])
+    _legend(fig, frame, styles, [Line2D([], [], linestyle="--", color="0.45", label=REFERENCE),
+                                 *_limit_handles(frame, bound=True, floor=True)])
     return fig
 
 

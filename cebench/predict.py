@@ -7,22 +7,27 @@ allocator's 512-byte blocks, 'cpu' counts exact bytes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
-import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from cebench import inputs as inputs_mod
 from cebench import variants
 from cebench.config import ITEMSIZE, Config
 from cebench.errors import describe
+from cebench.limits import counted
 from cebench.measure.memory import MemoryReading, storage_bytes
-from cebench.measure.tracker import CUDA_BLOCK_BYTES, StorageTracker
+from cebench.measure.tracker import CUDA_BLOCK_BYTES, StorageTracker, watch_rng_states
 from cebench.results import PREDICTED, Result
 from cebench.workloads import make_step
 
 COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
                    "measure compiled variants with cebench sweep")
+
+
+Tracker = TypeVar("Tracker", bound=StorageTracker)
 
 
 class OpaqueOp(Exception):
@@ -34,47 +39,36 @@ def granularity(target: str) -> int:
     return CUDA_BLOCK_BYTES if target == "cuda" else 1
 
 
-@contextlib.contextmanager
-def _tracking_rng_states(tracker: StorageTracker) -> Iterator[None]:
-    """Count the CPU RNG states `torch.utils.checkpoint` saves per chunk: a CPU tensor
-    that `torch.get_rng_state()` creates outside the dispatcher."""
-    original = torch.get_rng_state
-
-    def tracked() -> torch.Tensor:
-        state = original()
-        tracker.track(state)
-        return state
-
-    torch.get_rng_state = tracked
-    try:
-        yield
-    finally:
-        torch.get_rng_state = original
-
-
-def predict_peak(config: Config) -> MemoryReading:
-    """Predicted base (the inputs' storages) and peak bytes of one step of `config` on its
-    target device, from a run on `meta` tensors: nothing is allocated or computed. For a
-    CPU target the RNG states saved by checkpointing count too (on CUDA they live in host
-    memory, outside the device's allocator)."""
+def trace(config: Config, tracker_type: type[Tracker] = StorageTracker) -> tuple[Tracker, int]:
+    """One step of `config` on `meta` inputs under a new `tracker_type`: the tracker after
+    it, and the bytes of the inputs' storages (on the target device). Nothing is allocated
+    or computed. For a CPU target the RNG states saved by checkpointing count too (on CUDA
+    they live in host memory, outside the device's allocator). `OpaqueOp` when the step
+    ran a custom op."""
     g = granularity(config.device)
     x = inputs_mod.make(config, device="meta")
-    step = make_step(variants.get(config.variant).load(), x, config)
+    tracker = tracker_type(ignore=x.tensors(), granularity=g)
+    step = make_step(tracker.wrap(variants.get(config.variant).load()), x, config)
     step.prepare()
-    base = storage_bytes(x.tensors(), g)
-    tracker = StorageTracker(ignore=x.tensors(), granularity=g)
-    rng = _tracking_rng_states(tracker) if config.device == "cpu" else contextlib.nullcontext()
+    rng = watch_rng_states(tracker.rng_state) if config.device == "cpu" else contextlib.nullcontext()
     with tracker, rng:
         step.run()
     if tracker.opaque:
         raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
                        "its outputs, not its internal buffers, so its peak cannot be predicted; measure it with "
                        "cebench sweep")
+    return tracker, storage_bytes(x.tensors(), g)
+
+
+def predict_peak(config: Config) -> MemoryReading:
+    """Predicted base (the inputs' storages) and peak bytes of one step of `config` on its
+    target device, from a run on `meta` tensors (`trace`)."""
+    tracker, base = trace(config)
     return MemoryReading(base, base + tracker.peak, PREDICTED)
 
 
 def predict(config: Config) -> Result:
-    """A results row for `config` with predicted memory and no time columns; compiled
+    """A results row for `config` with predicted memory, its `flops`, and no time columns; compiled
     variants are `unsupported`, a step that fails on `meta` is an `error` row."""
     result = Result.blank(config, f"predicted for {config.device}")
     if variants.get(config.variant).compiled:
@@ -84,8 +78,10 @@ def predict(config: Config) -> Result:
     if reason:
         result.status, result.error = "unsupported", reason
         return result
+    counter = FlopCounterMode(display=False)
     try:
-        reading = predict_peak(config)
+        with counter:  # the FLOPs of the same meta step, as `limits.count_flops` counts a measured row's
+            reading = predict_peak(config)
     except OpaqueOp as exc:
         result.status, result.error = "unsupported", str(exc)
         return result
@@ -94,6 +90,7 @@ def predict(config: Config) -> Result:
         return result
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
+    result.flops = counted(counter)
     return result
 
 

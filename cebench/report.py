@@ -10,20 +10,27 @@ from rich.text import Text
 from cebench import variants
 from cebench.results import SHAPE_COLUMNS
 from cebench.table import Column, Table
-from cebench.units import format_bytes, format_ms, format_ms_range
+from cebench.units import format_bytes, format_ms, format_ms_range, format_sig3
 
 NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
 NOISE_MARK = "~"
-_STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "red", "unsupported": "yellow"}
+_STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "red", "timeout": "red", "unsupported": "yellow"}
 # The view's columns besides the shape: (key, header, priority; 0 is always shown).
+# vs bound / vs floor: the row against what any exact implementation must spend (`cebench.limits`).
 _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
-           ("mem_vs_base", "vs base", 1), ("peak_bytes", "peak", 4)]
-_TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 3), ("time_vs_base", "vs base", 2),
-         ("tokens_per_s", "tokens/s", 5), ("compile_s", "compile", 6)]
+           ("mem_vs_base", "vs base", 1), ("mem_vs_lower_bound", "vs bound", 3), ("peak_bytes", "peak", 6)]
+_TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "vs base", 2),
+         ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
+         ("compile_s", "compile", 9)]
 
 
 def _value(x: object) -> float | None:
     return None if pd.isna(x) else float(x)
+
+
+def _over(x: float | None, y: float | None) -> float | None:
+    """x / y, or None when either is missing or y is 0."""
+    return x / y if x is not None and y else None
 
 
 def noisy(row: pd.Series) -> bool:
@@ -34,8 +41,10 @@ def noisy(row: pd.Series) -> bool:
 
 def view(frame: pd.DataFrame) -> pd.DataFrame:
     """The table's rows as values: the shape, the variant, memory and time with their
-    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`),
-    `noisy`, and the status with its reason."""
+    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`), to
+    the lower bound (`mem_vs_lower_bound` = peak_delta_bytes / lower_bound_bytes) and to the
+    matmul floor (`time_vs_floor` = time_ms_median / matmul_floor_ms), `noisy`, the FLOPs,
+    and the status with its reason."""
     rows = []
     for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
         name = variants.baseline(group["workload"].iloc[0])
@@ -46,12 +55,15 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
             mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
             rows.append({
                 **{c: row[c] for c in SHAPE_COLUMNS}, "variant": row["variant"], "ce_chunk": row["ce_chunk"],
-                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
-                "mem_vs_base": mem / base_mem if mem is not None and base_mem else None,
+                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"], "mem_vs_base": _over(mem, base_mem),
+                "lower_bound_bytes": row["lower_bound_bytes"],
+                "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])),
                 "peak_bytes": row["peak_bytes"], "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
-                "time_ms_p75": row["time_ms_p75"],
-                "time_vs_base": time_ms / base_time if time_ms is not None and base_time else None,
-                "noisy": noisy(row), "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
+                "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time),
+                "matmul_floor_ms": row["matmul_floor_ms"],
+                "time_vs_floor": _over(time_ms, _value(row["matmul_floor_ms"])),
+                "noisy": noisy(row), "flops": row["flops"], "tflops_per_s": row["tflops_per_s"],
+                "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
                 "status": row["status"], "error": row["error"],
             })
     return pd.DataFrame(rows)
@@ -92,6 +104,7 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
         cells: dict[str, Text | str] = {
             "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
             "peak_delta_bytes": format_bytes(_value(row["peak_delta_bytes"])), "mem_vs_base": _ratio(row["mem_vs_base"]),
+            "mem_vs_lower_bound": format_sig3(_value(row["mem_vs_lower_bound"]), "×"),
             "peak_bytes": format_bytes(_value(row["peak_bytes"])), "status": status}
         if timed:
             median, tps, compile_s = (_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
@@ -100,12 +113,23 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             cells["time_ms_p25_p75"] = Text(format_ms_range(_value(row["time_ms_p25"]), _value(row["time_ms_p75"]),
                                                             median), style="dim")
             cells["time_vs_base"] = _ratio(row["time_vs_base"])
+            cells["time_vs_floor"] = format_sig3(_value(row["time_vs_floor"]), "×")
+            cells["tflops_per_s"] = format_sig3(_value(row["tflops_per_s"]))
             cells["tokens_per_s"] = "–" if tps is None else f"{tps:,.0f}"
             cells["compile_s"] = "–" if compile_s is None else f"{compile_s:.1f} s"
         table.add_row(*(cells[c.key] for c in table.columns))
     bases = ", ".join(f"{n} ({w})" for w, n in rows.groupby("workload", sort=False)["baseline"].first().items() if n)
     if bases:
         table.notes.append(f"peak Δ = peak − memory live before the step; vs base: ratio to {bases} at the same shape")
+    against = []  # the limits' notes
+    if rows["mem_vs_lower_bound"].notna().any():
+        against.append("vs bound: peak Δ / lower_bound_bytes, what any exact step must allocate")
+    if timed and rows["time_vs_floor"].notna().any():
+        against.append("vs floor: time / matmul_floor_ms, the step's full-size matmuls timed alone")
+    if timed and (rows["variant"].str.endswith(variants.COMPILED) & rows["tflops_per_s"].notna()).any():
+        against.append("TFLOP/s of a compiled variant counts its eager twin's FLOPs")
+    if against:
+        table.notes.append("; ".join(against))
     if timed and rows["noisy"].any():
         table.notes.append(f"{NOISE_MARK} noisy: p25–p75 spread over {NOISY:.0%} of the median; "
                            "read its ratios with care")

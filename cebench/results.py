@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,8 +24,9 @@ from cebench.errors import UsageError
 
 SCHEMA_VERSION = 3  # 1: cebench 0.1.0 (no schema_version, no time_ms_samples); 2: no flops, tflops_per_s,
 # matmul_floor_ms, shard
-STATUSES = ("ok", "oom", "error", "unsupported")
-FAILED = ("oom", "error")  # a point that ran and failed; `unsupported` never ran
+STATUSES = ("ok", "oom", "error", "timeout", "unsupported")
+FAILED = ("oom", "error", "timeout")  # a point that ran and failed; `unsupported` never ran
+DONE = ("ok", "oom")  # a point `sweep --resume` does not run again (an oom would fail again)
 
 
 @dataclass
@@ -184,9 +186,10 @@ def _drop_cut_off_row(path: Path) -> str:
     return data[keep:].decode(errors="replace")
 
 
-def existing_header(path: Path) -> tuple[str, ...] | None:
+def existing_header(path: Path, advice: str = "; choose another --out") -> tuple[str, ...] | None:
     """The header of the cebench CSV at `path`, or None when there is no file (or an empty
-    one). `UsageError` when `path` is a directory or a file that is not a cebench CSV."""
+    one). `UsageError` when `path` is a directory, cannot be read, or is not a cebench CSV
+    (the message ends with `advice`)."""
     if path.is_dir():
         raise UsageError(f"{path} is a directory, not a CSV file")
     if not path.exists() or path.stat().st_size == 0:
@@ -194,11 +197,79 @@ def existing_header(path: Path) -> tuple[str, ...] | None:
     try:
         with path.open(newline="") as f:
             header = tuple(next(csv.reader(f), []))
-    except (OSError, UnicodeDecodeError, csv.Error):
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, csv.Error):
         header = ()
     if any(c not in header for c in COLUMNS if c not in ADDED):
-        raise UsageError(f"{path} exists and is not a cebench results CSV; choose another --out")
+        raise UsageError(f"{path} exists and is not a cebench results CSV{advice}")
     return header
+
+
+def check_out(path: Path) -> tuple[str, ...] | None:
+    """`existing_header(path)`, after making sure rows could be written there without
+    creating or changing anything: an existing file must open for update, else the nearest
+    existing folder above it must be a folder this process may write in."""
+    header = existing_header(path)
+    try:
+        if path.exists():
+            path.open("rb+").close()
+            return header
+        folder = path.parent
+        while not folder.exists():
+            folder = folder.parent
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})") from None
+    if not folder.is_dir():
+        raise UsageError(f"{path}: cannot write there ({folder} is a file, not a folder)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{path}: cannot write there (no permission to write in {folder})")
+    return header
+
+
+def point_key(config: Config) -> tuple[str, ...]:
+    """`config`'s `KEY_COLUMNS` as their CSV cells."""
+    return tuple("" if (v := getattr(config, c)) is None else str(v) for c in KEY_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A cebench CSV as written: its header, its rows as text cells, and the text of a
+    cut-off last row left out ('' when the file ends with a whole row)."""
+
+    header: tuple[str, ...]
+    rows: list[dict[str, str]]
+    cut_off: str
+
+
+def read_rows(path: Path) -> Rows:
+    """The rows of the cebench CSV at `path`, cells exactly as written (nothing is changed
+    on disk). `UsageError` for anything that is not a readable cebench CSV."""
+    header = existing_header(path, advice="")
+    if header is None:
+        raise UsageError(f"{path}: no such file, or an empty one")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
+    whole, _, cut_off = text.rpartition("\n") if not text.endswith("\n") else (text, "", "")
+    reader = csv.reader(io.StringIO(whole))
+    next(reader, None)
+    rows = []
+    for number, cells in enumerate(reader, start=2):
+        if len(cells) != len(header):
+            raise UsageError(f"{path}: row {number} has {len(cells)} cells, the header {len(header)}")
+        rows.append(dict(zip(header, cells)))
+    return Rows(header, rows, cut_off)
+
+
+def done_keys(path: Path) -> set[tuple[str, ...]]:
+    """Keys (`point_key`) of the points measured in the CSV at `path` with a status in
+    `DONE` (predicted rows do not count); empty when there is no file."""
+    if existing_header(path) is None:
+        return set()
+    return {tuple(r[c] for c in KEY_COLUMNS) for r in read_rows(path).rows
+            if r["status"] in DONE and r.get("mem_method") != PREDICTED}
 
 
 def load(path: Path) -> pd.DataFrame:

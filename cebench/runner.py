@@ -5,17 +5,16 @@ that cannot run here → 'unsupported'; every non-ok row says why in `error`.
 """
 from __future__ import annotations
 
-import gc
 import platform
 from dataclasses import dataclass
 
 import torch
 
 from cebench import inputs as inputs_mod
-from cebench import variants
+from cebench import limits, variants
 from cebench.config import Config
 from cebench.errors import describe
-from cebench.measure.memory import MemoryReading, measure_peak
+from cebench.measure.memory import MemoryReading, free_memory, measure_peak
 from cebench.measure.timing import Timing, time_once, time_steps
 from cebench.results import Result
 from cebench.workloads import make_step
@@ -50,14 +49,6 @@ def is_oom(exc: BaseException) -> bool:
         isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
 
 
-def free_memory(device: str) -> None:
-    """Collect garbage and return cached device blocks (called outside `except` blocks,
-    where the traceback would still pin the failed step's tensors)."""
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-
 def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing, float]:
     variant = variants.get(config.variant)
     fn = variant.build()
@@ -74,8 +65,11 @@ def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing,
     return memory, timing, first_ms
 
 
-def run(config: Config, settings: Settings) -> Result:
-    """Measure `config`; never raises for a failure of the step itself."""
+def run(config: Config, settings: Settings, *, floor_ms: float | None = None) -> Result:
+    """Measure `config`; never raises for a failure of the step itself. An ok row also gets
+    its `flops` (and `tflops_per_s`) and `matmul_floor_ms`: `floor_ms` when given (measured
+    elsewhere, e.g. by a parent process), else `limits.matmul_floor_ms`, calibrated once per
+    shape in this process after the row's own measurement, outside its memory probe."""
     result = Result.blank(config, device_name(config.device))
     reason = variants.get(config.variant).unsupported_reason(config.device)
     if reason:
@@ -99,4 +93,8 @@ def run(config: Config, settings: Settings) -> Result:
     result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
     if variants.get(config.variant).compiled:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
+    result.flops = limits.count_flops(config)
+    if result.flops is not None:
+        result.tflops_per_s = result.flops / (timing.median_ms / 1e3) / 1e12
+    result.matmul_floor_ms = floor_ms if floor_ms is not None else limits.matmul_floor_ms(config, settings)
     return result

@@ -44,12 +44,31 @@ def format_ms(ms: float | None) -> str:
     return f"{_sig3(ms * scale)} {unit}"
 
 
+def format_sig3(x: float | None, suffix: str = "") -> str:
+    """`x` to three significant digits ('0.0574', '23.5'; '1,234' from 1,000 on) then
+    `suffix` ('×' for a ratio); '–' for None."""
+    if x is None:
+        return "–"
+    return (f"{x:,.0f}" if abs(x) >= 1000 else _sig3(x)) + suffix
+
+
 def format_ms_range(low: float | None, high: float | None, like: float | None) -> str:
     """'low–high' in the unit `format_ms(like)` chose (all in milliseconds)."""
     if low is None or high is None or like is None:
         return "–"
     _, scale = _time_unit(like)
     return f"{_sig3(low * scale)}–{_sig3(high * scale)}"
+
+
+def format_duration(seconds: float) -> str:
+    """A duration given in seconds: as `format_ms` below a minute, then '3 min 20 s',
+    '2 h 05 min'."""
+    if seconds < 60:
+        return format_ms(seconds * 1e3)
+    minutes = round(seconds / 60) if seconds >= 3600 else int(seconds // 60)
+    if seconds < 3600:
+        return f"{minutes} min {round(seconds - 60 * minutes):02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def parse_bytes(text: str) -> int:

@@ -36,7 +36,7 @@ def registry(monkeypatch):
 SMALL = ["--device", "cpu", "--vocab", "1000", "--d-model", "16", "--ce-chunk", "16", "--variant", "dense,chunked",
          "--repeats", "1"]
 MEASURED = ("peak_bytes", "base_bytes", "peak_delta_bytes", "time_ms_median", "time_ms_p25", "time_ms_p75",
-            "time_ms_min", "tokens_per_s")
+            "time_ms_min", "tokens_per_s", "flops", "tflops_per_s", "matmul_floor_ms")
 
 
 def sweep_csv(path: Path, *grid: str) -> Path:

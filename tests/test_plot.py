@@ -288,3 +288,34 @@ def test_panels_whose_scales_differ_say_so(multi, single, draw, tmp_path):
     assert len(tops) == 2 and max(tops) > 5 * min(tops)  # each panel its own y scale
     assert "y scales differ between panels" in fig.get_suptitle()
     assert "scales differ" not in draw(single)["memory-vs-batch"].get_suptitle()  # one panel
+
+
+def test_the_lower_bound_and_the_matmul_floor_are_drawn_as_reference_lines(single, draw, tmp_path):
+    frame = load(single)
+    shape = frame.groupby("batch").first()
+
+    def legend(fig: Figure) -> list[str]:
+        return [t.get_text() for t in fig.legends[0].get_texts()]
+
+    def styled(ax: Axes, style: str) -> list:
+        return [line for line in ax.lines if line.get_linestyle() == style and len(line.get_xdata())]
+
+    figs = draw(single)
+    (mem,) = data_axes(figs["memory-vs-batch"])
+    (bound,), (logits,) = styled(mem, ":"), styled(mem, "--")  # in the axis unit, as the fp32 logits are
+    assert list(bound.get_xdata()) == list(shape.index)
+    assert np.allclose(bound.get_ydata() / logits.get_ydata(), shape["lower_bound_bytes"] / shape["logits_fp32_bytes"])
+    (time,) = data_axes(figs["time-vs-batch"])
+    (floor,) = styled(time, "-.")
+    assert list(floor.get_xdata()) == list(shape.index)
+    assert np.allclose(floor.get_ydata(), shape["matmul_floor_ms"]) and (shape["matmul_floor_ms"] > 0).all()
+    assert plotting.LOWER_BOUND in legend(figs["memory-vs-batch"]) and plotting.FLOOR in legend(figs["time-vs-batch"])
+    for ax in data_axes(figs["memory-vs-time"]):  # one panel per batch: the bound across, the floor upright
+        (vertical,) = styled(ax, "-.")
+        batch = int(ax.get_title().split()[-1])
+        assert list(vertical.get_xdata()) == [shape.loc[batch, "matmul_floor_ms"]] * 2 and len(styled(ax, ":")) == 1
+    assert {plotting.LOWER_BOUND, plotting.FLOOR} <= set(legend(figs["memory-vs-time"]))
+    # A CSV from before the floor: no floor line and no legend entry for it; the bound as ever.
+    old = draw(rewrite(single, tmp_path / "old.csv", lambda f: f.assign(matmul_floor_ms="")))
+    assert not styled(data_axes(old["time-vs-batch"])[0], "-.") and plotting.FLOOR not in legend(old["time-vs-batch"])
+    assert plotting.LOWER_BOUND in legend(old["memory-vs-time"]) and plotting.FLOOR not in legend(old["memory-vs-time"])

@@ -19,6 +19,7 @@ from cebench.cli import app
 from cebench.report import NOISE_MARK, results_table
 from cebench.results import load
 from cebench.table import render
+from cebench.units import format_sig3
 from conftest import fail, rewrite, sweep_csv
 
 
@@ -57,7 +58,9 @@ def test_show_reads_whole_at_every_width(every_variant, width, monkeypatch):
     shown = {line.split()[0] for line in lines[3:] if line and line[0].isalpha()}
     assert set(variants.names()) <= shown  # every variant name whole
     assert "oom [1]" in text and "[1] OutOfMemoryError" in text
-    if width < 120:
+    header = {h.strip() for h in next(line for line in lines if line.startswith("variant")).split("  ")}
+    assert width < 100 or {"vs bound", "vs floor"} <= header  # the limits come right after the ratios to dense
+    if width < 160:
         assert "not shown at" in text and "--wide" in text
     else:
         assert "not shown at" not in text
@@ -119,3 +122,21 @@ def test_the_installed_command_honours_columns_when_piped(every_variant):
     table = [line for line in proc.stdout.splitlines() if not line.startswith(str(every_variant))]
     assert max(len(line) for line in table) <= 80 and "…" not in proc.stdout
     assert "not shown at 80 columns" in proc.stdout
+
+
+def test_rows_are_set_against_the_lower_bound_and_the_matmul_floor(every_variant):
+    records = json.loads(CliRunner().invoke(app, ["show", str(every_variant), "--format", "json"]).stdout)
+    ok = [r for r in records if r["status"] == "ok"]
+    for r in ok:
+        assert r["mem_vs_lower_bound"] == pytest.approx(r["peak_delta_bytes"] / r["lower_bound_bytes"])
+        assert r["time_vs_floor"] == pytest.approx(r["time_ms_median"] / r["matmul_floor_ms"])
+        assert (r["flops"] is None) == (r["tflops_per_s"] is None) == r["variant"].startswith("torch-lce")
+    failed = [r for r in records if r["status"] == "oom"]
+    assert failed and all(r["time_vs_floor"] is None and r["mem_vs_lower_bound"] is None for r in failed)
+    rendered = render(results_table(load(every_variant)), None)
+    notes = " ".join(n.plain for n in rendered.notes)
+    assert "vs bound: peak Δ / lower_bound_bytes" in notes and "vs floor: time / matmul_floor_ms" in notes
+    assert "TFLOP/s of a compiled variant counts its eager twin's FLOPs" in notes
+    dense = next(line for line in rendered.body.plain.splitlines() if line.startswith("dense "))
+    r = next(r for r in records if r["variant"] == "dense" and r["workload"] == "loss")
+    assert format_sig3(r["mem_vs_lower_bound"], "×") in dense and format_sig3(r["time_vs_floor"], "×") in dense

@@ -2,7 +2,7 @@
 import pytest
 
 from cebench.errors import UsageError
-from cebench.units import format_bytes, format_ms, format_ms_range, parse_bytes
+from cebench.units import format_bytes, format_ms, format_ms_range, format_sig3, parse_bytes
 
 
 @pytest.mark.parametrize("n,text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.00 KiB"), (1018 * 1024, "1018 KiB"),
@@ -31,3 +31,9 @@ def test_parse_bytes(text, n):
 def test_parse_bytes_rejects(text):
     with pytest.raises(UsageError):
         parse_bytes(text)
+
+
+@pytest.mark.parametrize("x,suffix,text", [(0.0574, "", "0.0574"), (5.812, "×", "5.81×"), (23.46, "×", "23.5×"),
+                                           (999.6, "×", "1000×"), (50257.0, "×", "50,257×"), (None, "×", "–")])
+def test_format_sig3(x, suffix, text):
+    assert format_sig3(x, suffix) == text

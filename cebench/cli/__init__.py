@@ -9,6 +9,8 @@ from cebench.cli import analyze as _analyze  # noqa: F401  (registers show, plot
 from cebench.cli import predict as _predict  # noqa: F401  (registers predict, fit)
 from cebench.cli import verify as _verify  # noqa: F401
 from cebench.cli import listing as _listing  # noqa: F401  (registers variants)
+from cebench.cli import explain as _explain  # noqa: F401
+from cebench.cli import merge as _merge  # noqa: F401
 from cebench.cli.app import app
 
 

@@ -57,8 +57,8 @@ def show(
 
 @command(help=(
     "Draw figures from a results CSV: memory-vs-X.png (peak memory the step adds, with the full fp32 "
-    "logits dashed for scale), time-vs-X.png (median step time, p25–p75 band) and memory-vs-time.png "
-    "(the trade-off, one panel per configuration). One line per variant, chunked variants one per ce_chunk; "
+    "logits dashed for scale and the lower bound dotted), time-vs-X.png (median step time, p25–p75 band, "
+    "the matmul floor dash-dotted) and memory-vs-time.png (the trade-off, one panel per configuration). One line per variant, chunked variants one per ce_chunk; "
     "oom/error points are red crosses in a strip above their panel. One panel per combination of the other "
     f"parameters that vary; X is the --x parameter. {LAST_ROW} Prints the paths written."),
     short_help="Draw memory and time figures from a results CSV.")

@@ -60,10 +60,10 @@ def _quiet_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-def allocation_events(step: Callable[[], object]) -> list[int]:
-    """Signed sizes (bytes; + alloc, − free) of every CPU allocator event during `step()`,
-    in time order."""
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+def profiled(step: Callable[[], object], record_shapes: bool = False) -> object:
+    """The profiler's results (`_ProfilerResult`) of one `step()`: CPU ops and every
+    allocator event, with the ops' input shapes when `record_shapes`."""
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=record_shapes)
     with _quiet_stderr():
         prof.start()
     try:
@@ -71,7 +71,13 @@ def allocation_events(step: Callable[[], object]) -> list[int]:
     finally:
         with _quiet_stderr():
             prof.stop()
-    events = [e for e in prof.profiler.kineto_results.events()
+    return prof.profiler.kineto_results
+
+
+def allocation_events(step: Callable[[], object]) -> list[int]:
+    """Signed sizes (bytes; + alloc, − free) of every CPU allocator event during `step()`,
+    in time order."""
+    events = [e for e in profiled(step).events()
               if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
     events.sort(key=lambda e: e.start_ns())  # stable: same-timestamp events keep their order
     return [e.nbytes() for e in events]
@@ -105,6 +111,14 @@ def cuda_peak(step: Callable[[], object]) -> MemoryReading:
     step()
     torch.cuda.synchronize()
     return MemoryReading(base, torch.cuda.max_memory_allocated(), CUDA_METHOD)
+
+
+def free_memory(device: str) -> None:
+    """Collect garbage and return cached device blocks (called outside `except` blocks,
+    where the traceback would still pin the failed step's tensors)."""
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
 
 def measure_peak(step: Callable[[], object], device: str, live: Iterable[torch.Tensor]) -> MemoryReading:

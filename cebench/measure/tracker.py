@@ -13,17 +13,23 @@ bypass the dispatcher (a kernel's internal workspace, `torch.get_rng_state()`), 
 `torch.compile`d code, where Dynamo skips frames while a dispatch mode is active, nor inside
 a custom op (`torch.library.custom_op`, e.g. `F.linear_cross_entropy`'s chunked op), whose
 fake kernel allocates only its outputs: those ops are listed in `opaque`.
+
+`OpTracker` also records which op made each storage, its shape and dtype, and the phase
+of the step (`cebench.measure.timeline`), for `cebench explain`.
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.measure.memory import round_up
+from cebench.measure.timeline import (BACKWARD, FORWARD, NO_OP, RECOMPUTE, RNG_STATE, Timeline, TimelineBuilder,
+                                      dtype_name, marking, op_name)
 
 CUDA_BLOCK_BYTES = 512  # the CUDA caching allocator rounds every block up to 512 bytes
 
@@ -43,6 +49,20 @@ class StorageTracker(TorchDispatchMode):
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
+        self._changed(key, None)
+
+    def _changed(self, key: int, tensor: torch.Tensor | None) -> None:
+        """Storage `key` was registered or resized (`tensor`: the output that showed it) or
+        released (None). Nothing to do here; `OpTracker` records it."""
+
+    def rng_state(self, state: torch.Tensor) -> None:
+        """Count a CPU RNG state, which `torch.get_rng_state()` makes outside the dispatcher."""
+        self.track(state)
+
+    def wrap(self, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        """The loss function to run under this tracker: `fn` itself (`OpTracker` marks where
+        the forward returns)."""
+        return fn
 
     def track(self, tensor: torch.Tensor) -> None:
         """Count `tensor`'s storage (once; again if it was resized)."""
@@ -59,6 +79,7 @@ class StorageTracker(TorchDispatchMode):
         self._sizes[key] = nbytes
         self.current += nbytes - (old or 0)
         self.peak = max(self.peak, self.current)
+        self._changed(key, tensor)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace not in ("aten", "prims"):
@@ -68,3 +89,82 @@ class StorageTracker(TorchDispatchMode):
             if isinstance(value, torch.Tensor):
                 self.track(value)
         return out
+
+
+class OpTracker(StorageTracker):
+    """A `StorageTracker` that also records the step as a `Timeline`: each storage with the
+    op that made it, that output's shape and dtype, the phase and the autograd node running
+    (`torch._C._current_autograd_node()`). An op run inside a backward node with grad mode
+    on is forward work recomputed there (checkpointing). The step's function marks where its
+    forward returns (`wrap`); the recording ends with the `with` block."""
+
+    def __init__(self, ignore: Iterable[torch.Tensor] = (), granularity: int = 1) -> None:
+        super().__init__(ignore, granularity)
+        self._builder = TimelineBuilder()
+        self._recording = True
+        self._backward = False
+        self._op = NO_OP
+        self._node: tuple[int, int] | None = None
+        self._region = 0
+
+    def mark(self, output: torch.Tensor) -> None:
+        """The forward returned `output` (the loss): what follows is the backward."""
+        self._backward = True
+        self._builder.mark_backward(output.untyped_storage()._cdata)
+
+    def wrap(self, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        return marking(fn, self.mark)
+
+    def rng_state(self, state: torch.Tensor) -> None:
+        self._op = RNG_STATE
+        self.track(state)
+
+    def __exit__(self, *exc: object) -> None:
+        self._recording = False  # the inputs' gradients, freed later, stay alive in the timeline
+        return super().__exit__(*exc)
+
+    def timeline(self) -> Timeline:
+        """What was recorded inside the `with` block."""
+        return self._builder.build()
+
+    def _context(self) -> tuple[str, str | None, int | None]:
+        """(phase, autograd node, region: a number per node call) at this moment."""
+        node = torch._C._current_autograd_node()
+        if node is None:
+            return (BACKWARD if self._backward else FORWARD), None, None
+        key = (id(node), node._sequence_nr())
+        if key != self._node:
+            self._node, self._region = key, self._region + 1
+        return (RECOMPUTE if torch.is_grad_enabled() else BACKWARD), node.name(), self._region
+
+    def _changed(self, key: int, tensor: torch.Tensor | None) -> None:
+        if not self._recording:
+            return
+        phase, node, region = self._context()
+        if key in self._builder.live:  # released, or resized: the old size is freed first
+            self._builder.free(key, 0, region)
+        if tensor is not None:
+            self._builder.alloc(key, self._sizes[key], self._op, phase, node, tuple(tensor.shape),
+                                dtype_name(tensor.dtype), region)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self._op = op_name(func._schema.name)
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+@contextlib.contextmanager
+def watch_rng_states(track: Callable[[torch.Tensor], None]) -> Iterator[None]:
+    """Pass each CPU RNG state `torch.get_rng_state()` returns to `track`: the state
+    `torch.utils.checkpoint` saves per chunk is a CPU tensor made outside the dispatcher."""
+    original = torch.get_rng_state
+
+    def tracked() -> torch.Tensor:
+        state = original()
+        track(state)
+        return state
+
+    torch.get_rng_state = tracked
+    try:
+        yield
+    finally:
+        torch.get_rng_state = original

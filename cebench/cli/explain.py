@@ -1,0 +1,170 @@
+"""`cebench explain`: what one step holds at its peak, as a table and a figure."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from cebench.cli.app import command, err, out, print_table
+from cebench.cli.options import LIST, CeChunk, Columns, Wide
+from cebench.config import LOSS
+from cebench.errors import UsageError
+from cebench.grid import DEFAULTS, DEVICES, Grid, GridOptions
+from cebench.table import Column, Table
+from cebench.units import format_bytes
+
+if TYPE_CHECKING:
+    from cebench.explain import Explanation
+
+DEFAULT_VARIANTS = "dense,chunked"
+TARGETS = ("auto",) + DEVICES
+KINDS_NOTE = ("kinds: gradient = a tensor of h's or weight's shape and dtype; saved = made in the forward (or "
+              "recomputed in backward) and kept for a later backward node; temporary = the rest. inside = the "
+              "autograd node running, or the custom op around it.")
+# One shape: each size option takes a single value (sweep's take lists).
+Batch = Annotated[Optional[str], typer.Option(metavar="N", help="Batch size. Default: the largest of sweep's "
+                                                                 "defaults: cpu 8; cuda 32.")]
+Context = Annotated[Optional[str], typer.Option(metavar="N", help="Context length. Default: 128.")]
+Vocab = Annotated[Optional[str], typer.Option(metavar="N", help="Vocabulary size (≥ 2). Default: 50257.")]
+DModel = Annotated[Optional[str], typer.Option("--d-model", metavar="N", help="Hidden size. Default: cpu 128; "
+                                                                               "cuda 2048.")]
+Dtype = Annotated[Optional[str], typer.Option(metavar="DTYPE", help="Dtype of h and weight: fp32, bf16, fp16. "
+                                                                     "Default: cpu fp32; cuda bf16.")]
+Variants = Annotated[Optional[str], typer.Option(
+    "--variant", metavar=LIST, help="Loss variants, comma-separated (see cebench variants; compiled ones on a real "
+                                    f"device only). Default: {DEFAULT_VARIANTS}.")]
+
+
+def default_out() -> Path:
+    """results/explain-<local time>.png"""
+    return Path("results") / f"explain-{datetime.now():%Y%m%d-%H%M%S}.png"
+
+
+def _one_shape(grid: Grid) -> None:
+    """explain takes one value of every shape option (ce_chunk may be a list)."""
+    for option, values in (("--batch", grid.batch), ("--context", grid.context), ("--vocab", grid.vocab),
+                           ("--d-model", grid.d_model), ("--dtype", grid.dtype)):
+        if len(values) > 1:
+            raise UsageError(f"{option}: explain takes one value, not {','.join(map(str, values))} "
+                             "(sweep measures a grid)")
+
+
+def breakdown_table(e: Explanation) -> Table:
+    """What is alive at the peak: a line per group of one shape and dtype, a row per kind of
+    tensor in it (kind, creating op, phase, autograd node or custom op), then the total."""
+    from cebench.explain import group_text, sizes_text
+    from cebench.results import PREDICTED
+
+    c = e.config
+    name = c.variant if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
+    how = f"predicted for {c.device} on meta tensors" if e.method == PREDICTED else f"{c.device}, allocator events"
+    table = Table([Column("kind", "kind", right=False), Column("op", "created by", right=False),
+                   Column("phase", "phase", right=False), Column("inside", "inside", right=False, priority=2),
+                   Column("count", "×", priority=1), Column("bytes", "bytes"), Column("share", "of peak")],
+                  title=f"cebench explain · {name} · {c.dtype} · {how}")
+
+    def share(nbytes: int) -> str:
+        return f"{nbytes / e.peak_delta_bytes:.1%}" if e.peak_delta_bytes else "–"
+
+    for g in e.groups:
+        table.add_group(f"{group_text(g, c)}: {format_bytes(g.nbytes)}, {share(g.nbytes)}")
+        for x in g.entries:
+            table.add_row(x.kind, x.op, x.phase, x.node or "–", str(x.count), format_bytes(x.nbytes), share(x.nbytes))
+    table.add_row("total", "", "", "", str(sum(g.count for g in e.groups)), format_bytes(e.breakdown_bytes),
+                  share(e.breakdown_bytes))
+    peak = e.peak_block
+    if peak is None:
+        table.notes.append("the step allocated nothing that outlived an earlier free: peak Δ 0 B")
+    else:
+        where = f"{peak.phase}{f', {peak.node}' if peak.node else ''}: {peak.op}"
+        table.notes.append(f"peak Δ {format_bytes(e.peak_delta_bytes)} = {e.peak_delta_bytes:,} B at event "
+                           f"{e.peak_event + 1} of {len(e.timeline.events)} ({where})")
+    if e.residue_bytes:
+        table.notes.append(f"the tensors above sum to {e.breakdown_bytes:,} B: {e.residue_bytes:,} B of the peak Δ "
+                           "are frees, before the peak, of memory allocated before the step")
+    else:
+        table.notes.append("the tensors above sum to the peak Δ exactly")
+    table.notes.append(f"{sizes_text(c)}; inputs h, weight, targets: {format_bytes(e.base_bytes)} before the step, "
+                       "not in the peak Δ")
+    if any(x.op.startswith("compiled graph") for g in e.groups for x in g.entries):
+        table.notes.append("compiled graph → op: a buffer of compiled code, named by the first op of the graph that "
+                           "takes it whole (its shape comes from there); no finer attribution is recorded")
+    return table
+
+
+@command(name="explain")
+def explain_command(
+    ctx: typer.Context,
+    batch: Batch = None,
+    context: Context = None,
+    vocab: Vocab = None,
+    d_model: DModel = None,
+    ce_chunk: CeChunk = None,
+    variant: Variants = None,
+    dtype: Dtype = None,
+    target: str = typer.Option("auto", metavar="DEVICE",
+                               help="Device to explain the step on: auto (cuda when a GPU is visible), cpu or cuda. "
+                                    "cuda without a GPU here is predicted on meta tensors. Sets the defaults too."),
+    meta: bool = typer.Option(False, "--meta", help="Trace on meta tensors for --target (nothing allocated or "
+                                                    "computed; eager variants only) instead of running the step."),
+    out_path: Path = typer.Option(None, "--out", metavar="PNG", show_default=False,
+                                  help="Where to write the figure. Default: results/explain-\\<time\\>.png."),
+    as_json: bool = typer.Option(False, "--json", help="Print the breakdowns as JSON (nothing else on stdout)."),
+    wide: Wide = False,
+    columns: Columns = None,
+) -> None:
+    """What one loss step holds at its peak, tensor by tensor, and when.
+
+    Records every allocation and free of one step (forward + backward) with the op that
+    made it: on a real device from the allocator's events under torch.profiler (exact:
+    the peak is the number sweep measures), on meta tensors from a dispatcher tracker
+    (the number predict gives). Each tensor is a gradient (of h's or weight's shape), saved
+    for backward, or temporary. Prints what is alive at the peak, grouped by shape and
+    dtype, and draws the live bytes over the step, one panel per variant and ce_chunk.
+    """
+    target = target.strip().lower()
+    if target not in TARGETS:
+        raise UsageError(f"--target: '{target}' is not one of {', '.join(TARGETS)}")
+    options = replace(GridOptions.from_params(ctx.params), workload=LOSS, variant=DEFAULT_VARIANTS if variant is None else variant)
+    _one_shape(replace(options, batch=options.batch or "1").grid("cpu"))  # checked before torch is imported
+
+    import torch
+
+    from cebench import variants
+    from cebench.explain import Unexplainable, explain, to_json
+    from cebench.explain_plot import save
+
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if target == "auto" else target
+    meta = meta or (device == "cuda" and not torch.cuda.is_available())
+    if options.batch is None:
+        options = replace(options, batch=str(max(DEFAULTS[device].batch)))
+    grid = options.grid(device)
+    variants.smoke_test(grid.variants, "cpu" if meta else device)
+    done, skipped = [], {}
+    for point in grid.expand():
+        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
+        with err.status(f"explaining {label}…"):
+            try:
+                done.append(explain(point, meta))
+            except Unexplainable as exc:
+                skipped[label] = str(exc)
+                err.print(f"not explained: {label}: {exc}", style="yellow", highlight=False)
+    if not done:
+        raise UsageError("--variant: nothing to explain here (see above)")
+    path = save(done, out_path or default_out())
+    if as_json:
+        import cebench
+
+        typer.echo(json.dumps({"cebench_version": cebench.__version__, "torch_version": torch.__version__,
+                               "figure": str(path), "explanations": [to_json(e) for e in done],
+                               "not_explained": skipped}, indent=2))
+        return
+    for e in done:
+        print_table(breakdown_table(e), wide, columns)
+        out.print()
+    out.print(KINDS_NOTE, style="dim", highlight=False)
+    out.print(f"figure → {path}", highlight=False, soft_wrap=True)  # a path stays whole, to copy
