@@ -21,6 +21,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from cebench.config import LOSS  # noqa: E402
 from cebench.errors import UsageError  # noqa: E402
@@ -88,6 +89,7 @@ def _panel(ax: Axes, e: Explanation, scale: int) -> None:
                             bbox=dict(boxstyle="round,pad=0.3", facecolor="white", edgecolor="0.7", alpha=0.9))
         label.set_in_layout(False)
     ax.set_xlim(0, events + 1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # events are counted: whole ticks only
     ax.set_title(panel_title(e), fontsize=9)
     ax.set_xlabel("allocations and frees, in order")
     ax.grid(axis="y", alpha=0.3)

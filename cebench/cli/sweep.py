@@ -93,9 +93,9 @@ def sweep(
     shard_spec: str = typer.Option(None, "--shard", metavar="INDEX/COUNT", show_default=False,
                                    help="Measure only shard INDEX of COUNT (from 0): a deterministic share of "
                                         "the grid balanced by cost, every point in exactly one shard. Default: "
-                                        "from torchrun (RANK/WORLD_SIZE, on cuda:LOCAL_RANK) or SLURM "
-                                        "(SLURM_ARRAY_TASK_ID/_COUNT, else srun's SLURM_PROCID/"
-                                        "SLURM_STEP_NUM_TASKS), else the whole grid."),
+                                        "from torchrun (RANK of WORLD_SIZE, on cuda:LOCAL_RANK) or SLURM "
+                                        "(SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT; else srun's "
+                                        "SLURM_PROCID of SLURM_STEP_NUM_TASKS), else the whole grid."),
     resume: bool = typer.Option(False, "--resume", help="Skip every point that already has an ok or oom row in "
                                                         "--out (run again what errored, timed out or is missing)."),
     isolate: Optional[bool] = typer.Option(None, "--isolate/--no-isolate", show_default=False,
@@ -217,7 +217,9 @@ def _announce(plan: Plan, points: list[Config], device: str, path: Path, setting
         parts.append(f"shard {plan.shard.label} ({plan.shard.source}): {plan.in_shard} of them")
     if plan.skipped:
         parts.append(f"--resume: {plan.skipped} already in {path}")
-    parts.append(f"{len(points)} to measure" + (" each in a fresh process" if child else ""))
+    cannot = plan.in_shard - plan.skipped - len(points)
+    parts.append(f"{len(points)} to measure" + (" each in a fresh process" if child else "")
+                 + (f" ({cannot} of variants that cannot run here left out)" if cannot else ""))
     if points:
         args = (device, points[0].dtype)
         if child is None:
