@@ -31,6 +31,15 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 @dataclass(frozen=True)
+class Settings:
+    """How each point is measured: `warmup` untimed steps (≥ 1; compilation happens in
+    the first), then `repeats` individually timed steps."""
+
+    warmup: int
+    repeats: int
+
+
+@dataclass(frozen=True)
 class Config:
     """One measured point: a variant at one shape, dtype, device and chunk size.
 

@@ -27,16 +27,13 @@ from cebench.config import LOSS  # noqa: E402
 from cebench.errors import UsageError  # noqa: E402
 from cebench.measure.timeline import FORWARD  # noqa: E402
 from cebench.explain import GRADIENT, KINDS, SAVED, TEMPORARY, Explanation, group_text, sizes_text  # noqa: E402
-from cebench.plot import memory_unit  # noqa: E402
+from cebench.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit  # noqa: E402
 from cebench.results import PREDICTED  # noqa: E402
 from cebench.units import format_bytes  # noqa: E402
 
 COLORS = {GRADIENT: "tab:green", SAVED: "tab:blue", TEMPORARY: "tab:orange"}
 LABELS = {GRADIENT: "gradient (of h or weight)", SAVED: "saved for backward", TEMPORARY: "temporary"}
-LOGITS = "fp32 logits (N × vocab × 4)"
 BOUND = "lower bound (gradients of h, weight + loss)"
-_LOGITS_STYLE = dict(linestyle="--", color="0.45", linewidth=1.2)
-_BOUND_STYLE = dict(linestyle=":", color="0.2", linewidth=1.6)
 _PEAK_STYLE = dict(color="black", linewidth=0.9, linestyle=(0, (2, 2)))
 BACKWARD_SHADE = "0.92"
 CONTRIBUTORS = 3  # groups named at the peak
@@ -76,8 +73,8 @@ def _panel(ax: Axes, e: Explanation, scale: int) -> None:
         phases = ax.secondary_xaxis("top")
         phases.set_xticks([(x0 + x1) / 2 for x0, x1, _ in spans], labels=[text for _, _, text in spans])
         phases.tick_params(length=0, labelsize=8, labelcolor="0.3")
-    ax.axhline(e.config.logits_fp32_bytes / scale, **_LOGITS_STYLE)
-    ax.axhline(e.config.lower_bound_bytes / scale, **_BOUND_STYLE)
+    ax.axhline(e.config.logits_fp32_bytes / scale, **REFERENCE_STYLE)
+    ax.axhline(e.config.lower_bound_bytes / scale, **BOUND_STYLE)
     if e.peak_event is not None:
         x, y = e.peak_event + 1.5, e.peak_delta_bytes / scale  # the middle of the peak's step
         ax.axvline(x, **_PEAK_STYLE)
@@ -126,7 +123,7 @@ def figure(explanations: Sequence[Explanation]) -> Figure:
         ax.set_ylabel(f"memory added by the step ({unit})")
     _title(fig, explanations)
     handles = [Patch(color=COLORS[k], alpha=0.85, label=LABELS[k]) for k in reversed(KINDS)]
-    handles += [Line2D([], [], label=LOGITS, **_LOGITS_STYLE), Line2D([], [], label=BOUND, **_BOUND_STYLE),
+    handles += [Line2D([], [], label=REFERENCE, **REFERENCE_STYLE), Line2D([], [], label=BOUND, **BOUND_STYLE),
                 Line2D([], [], marker="v", label="peak", **_PEAK_STYLE),
                 Patch(color=BACKWARD_SHADE, label="backward (shaded)")]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4 if ncols > 1 else 2),

@@ -1,54 +1,19 @@
 """What any exact implementation must spend on a step, to read each row against.
 
-`count_flops`: the step's matmul FLOPs, counted by torch's `FlopCounterMode` on `meta`
-tensors (nothing is allocated or computed). `matmul_floor_ms`: the measured time of the
-matmuls any exact implementation must do at full size, on the row's device and dtype.
+`matmul_floor_ms`: the measured time of the matmuls any exact implementation must do at
+full size, on the row's device and dtype (the step's counted FLOPs are
+`predict.count_flops`).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from cebench import inputs as inputs_mod
-from cebench import variants
-from cebench.config import LOSS, Config
+from cebench.config import LOSS, Config, Settings
 from cebench.measure.memory import free_memory
 from cebench.measure.timing import time_once, time_steps
-from cebench.measure.tracker import StorageTracker
-from cebench.workloads import make_step
 
-if TYPE_CHECKING:
-    from cebench.runner import Settings
-
-INT64_MAX = 2**63 - 1
 _FLOORS: dict[tuple[object, ...], float | None] = {}  # matmul_floor_ms's calibrations in this process
-
-
-def count_flops(config: Config) -> int | None:
-    """FLOPs of one step of `config` as `FlopCounterMode` counts them (matmuls: 2 per
-    multiply-add), on `meta` inputs; a compiled variant is counted on its eager twin. None
-    when the count cannot be trusted or kept: the step runs an op outside ATen (a custom op
-    hides its matmuls from the counter), fails on `meta` (a Triton kernel, say), or
-    `counted` says so."""
-    try:
-        x = inputs_mod.make(config, device="meta")
-        step = make_step(variants.get(config.variant).load(), x, config)
-        step.prepare()
-        # The storage tracker notes the ops outside ATen (`opaque`), as it does for `predict`.
-        with StorageTracker(ignore=x.tensors()) as tracker, FlopCounterMode(display=False) as counter:
-            step.run()
-    except Exception:  # whatever a variant does on meta tensors, the row is not failed for it
-        return None
-    return None if tracker.opaque else counted(counter)
-
-
-def counted(counter: FlopCounterMode) -> int | None:
-    """The FLOPs `counter` counted, or None when a row cannot carry them: none at all (the
-    counter saw no matmul, so it could not see the step's) or more than int64 holds."""
-    total = counter.get_total_flops()
-    return total if 0 < total <= INT64_MAX else None
 
 
 def matmul_floor_ms(config: Config, settings: Settings) -> float | None:

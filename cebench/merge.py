@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cebench.errors import UsageError
 from cebench.results import COLUMNS, KEY_COLUMNS, PREDICTED, load, read_rows
+from cebench.shard import Shard, parse
 
 
 @dataclass
@@ -22,12 +23,12 @@ class Merged:
     read: dict[Path, int] = field(default_factory=dict)
     repeats: int = 0
     cut_off: dict[Path, str] = field(default_factory=dict)
-    shards: set[str] = field(default_factory=set)
+    shards: set[Shard] = field(default_factory=set)
 
-    def missing_shards(self) -> list[str]:
-        """Shards 'INDEX/COUNT' of a count the rows name that none of the rows come from."""
-        counts = {int(label.split("/")[1]) for label in self.shards}
-        return [f"{i}/{n}" for n in sorted(counts) for i in range(n) if f"{i}/{n}" not in self.shards]
+    def missing_shards(self) -> list[Shard]:
+        """Shards of a count the rows name that none of the rows come from."""
+        counts = sorted({s.count for s in self.shards})
+        return [Shard(i, n) for n in counts for i in range(n) if Shard(i, n) not in self.shards]
 
 
 def _describe(key: tuple[str, ...]) -> str:
@@ -50,7 +51,7 @@ def merge(paths: list[Path]) -> Merged:
                              "that release")
         if data.cut_off:
             merged.cut_off[path] = data.cut_off
-        else:
+        elif data.rows:  # (a shard killed in its first point left a header alone: nothing to check)
             load(path)  # every value checked, as show, plot and check will read them
         merged.read[path] = len(data.rows)
         for number, row in enumerate(data.rows, start=2):
@@ -67,7 +68,7 @@ def merge(paths: list[Path]) -> Merged:
             seen.add(cells)
             merged.rows.append(cells)
             if row.get("shard"):
-                merged.shards.add(row["shard"])
+                merged.shards.add(parse(row["shard"], f"{path}: row {number}: column 'shard'"))
     return merged
 
 

@@ -3,7 +3,7 @@ shard, less those a resumed CSV already holds, and a rough estimate of the time.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cebench import shard as shard_mod
@@ -72,7 +72,7 @@ def matmul_rate(device: str, dtype: str) -> float:
     return 2 * n**3 / (statistics.median(times) / 1e3)
 
 
-def estimate_s(points: Sequence[Config], warmup: int, repeats: int, rate: float) -> float:
-    """Seconds the matmul work of `points` takes at `rate` FLOP/s: a floor on the sweep's
-    time (chunking, compilation and process start-up come on top)."""
-    return sum(steps(warmup, repeats) * matmul_flops(p) for p in points) / rate
+def estimate_s(points: Sequence[Config], warmup: int, repeats: int, rates: Mapping[str, float]) -> float:
+    """Seconds the matmul work of `points` takes at `rates` (FLOP/s per dtype): a floor on
+    the sweep's time (chunking, compilation and process start-up come on top)."""
+    return sum(steps(warmup, repeats) * matmul_flops(p) / rates[p.dtype] for p in points)

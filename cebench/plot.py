@@ -43,11 +43,12 @@ X_PARAMS = ("batch", "context", "vocab", "d_model")
 PARAMS = SHAPE_COLUMNS
 MAX_PANELS = 16
 REFERENCE = "fp32 logits (N × vocab × 4)"
+REFERENCE_STYLE = dict(linestyle="--", color="0.45", linewidth=1.2)
 # What any exact implementation must spend (`cebench.limits`): memory figures draw the lower
 # bound, time figures the matmul floor; the trade-off figure draws both.
 LOWER_BOUND = "lower bound: what any exact step must allocate"
 FLOOR = "matmul floor: the full-size matmuls alone, timed"
-_BOUND_STYLE = dict(linestyle=":", color="0.2", linewidth=1.6)
+BOUND_STYLE = dict(linestyle=":", color="0.2", linewidth=1.6)
 _FLOOR_STYLE = dict(linestyle="-.", color="0.2", linewidth=1.3)
 _MEMORY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _FAIL_STYLE = dict(marker="x", color="red", markersize=9, markeredgewidth=2.2, linestyle="none")
@@ -373,10 +374,9 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
         reach = [values.max() for values in lines.values()]
         if memory:
             ref = rows.groupby(x)["logits_fp32_bytes"].first() / scale
-            ax.plot(ref.index.to_numpy(dtype=float), ref.to_numpy(dtype=float), linestyle="--", color="0.45",
-                    linewidth=1.2)
+            ax.plot(ref.index.to_numpy(dtype=float), ref.to_numpy(dtype=float), **REFERENCE_STYLE)
             reach.append(ref.max())
-            limit, limit_style = rows.groupby(x)["lower_bound_bytes"].first() / scale, _BOUND_STYLE
+            limit, limit_style = rows.groupby(x)["lower_bound_bytes"].first() / scale, BOUND_STYLE
         else:
             for label, line in _ok_lines(rows, x).items():
                 ax.fill_between(line[x].to_numpy(dtype=float), line["time_ms_p25"].to_numpy(dtype=float),
@@ -410,7 +410,7 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
     what = (f"Peak memory {step} adds (peak_delta_bytes) vs {x}" if memory
             else f"Step time vs {x}: median, band p25–p75")
     _title(fig, what, frame, varying, x, _scales_note({"y": tops}))
-    extra = ([Line2D([], [], linestyle="--", color="0.45", label=REFERENCE)] if memory
+    extra = ([Line2D([], [], label=REFERENCE, **REFERENCE_STYLE)] if memory
              else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
     extra += _limit_handles(frame, bound=memory, floor=not memory)
     _legend(fig, frame, styles, extra, _equal_names(equal, shown))
@@ -420,7 +420,7 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
 def _limit_handles(frame: pd.DataFrame, bound: bool, floor: bool) -> list[Line2D]:
     """Legend entries of the lower bound (with `bound`) and the matmul floor (with `floor`,
     when a row of `frame` has one)."""
-    handles = [Line2D([], [], label=LOWER_BOUND, **_BOUND_STYLE)] if bound else []
+    handles = [Line2D([], [], label=LOWER_BOUND, **BOUND_STYLE)] if bound else []
     if floor and frame["matmul_floor_ms"].notna().any():
         handles.append(Line2D([], [], label=FLOOR, **_FLOOR_STYLE))
     return handles
@@ -439,8 +439,8 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
             spread = [[t - row["time_ms_p25"]], [row["time_ms_p75"] - t]]
             ax.errorbar([t], [row["peak_delta_bytes"] / scale], xerr=spread, capsize=3, elinewidth=1.5, **styles[label])
         reference = rows["logits_fp32_bytes"].iloc[0] / scale
-        ax.axhline(reference, linestyle="--", color="0.45", linewidth=1.2)
-        ax.axhline(rows["lower_bound_bytes"].iloc[0] / scale, **_BOUND_STYLE)
+        ax.axhline(reference, **REFERENCE_STYLE)
+        ax.axhline(rows["lower_bound_bytes"].iloc[0] / scale, **BOUND_STYLE)
         if ok["matmul_floor_ms"].notna().any():
             ax.axvline(ok["matmul_floor_ms"].median(), **_FLOOR_STYLE)
         ax.set_xlim(left=0, right=ax.get_xlim()[1] * 1.1)
@@ -454,7 +454,7 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
     _title(fig, "Memory vs time per configuration: lower left is better", frame, varying, None, _scales_note(tops))
-    _legend(fig, frame, styles, [Line2D([], [], linestyle="--", color="0.45", label=REFERENCE),
+    _legend(fig, frame, styles, [Line2D([], [], label=REFERENCE, **REFERENCE_STYLE),
                                  *_limit_handles(frame, bound=True, floor=True)])
     return fig
 

@@ -17,7 +17,6 @@ from cebench import inputs as inputs_mod
 from cebench import variants
 from cebench.config import ITEMSIZE, Config
 from cebench.errors import describe
-from cebench.limits import counted
 from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import CUDA_BLOCK_BYTES, StorageTracker, watch_rng_states
 from cebench.results import PREDICTED, Result
@@ -67,6 +66,31 @@ def predict_peak(config: Config) -> MemoryReading:
     return MemoryReading(base, base + tracker.peak, PREDICTED)
 
 
+INT64_MAX = 2**63 - 1
+
+
+def counted(counter: FlopCounterMode) -> int | None:
+    """The FLOPs `counter` counted, or None when a row cannot carry them: none at all (the
+    counter saw no matmul, so it could not see the step's) or more than int64 holds."""
+    total = counter.get_total_flops()
+    return total if 0 < total <= INT64_MAX else None
+
+
+def count_flops(config: Config) -> int | None:
+    """FLOPs of one step of `config` (matmuls: 2 per multiply-add) as `FlopCounterMode`
+    counts them on `meta` inputs (`trace`: nothing allocated or computed); a compiled
+    variant is counted on its eager twin. None when the count cannot be trusted or kept:
+    the step runs a custom op (which hides its matmuls from the counter), fails on `meta`
+    (a Triton kernel, say), or `counted` says so."""
+    counter = FlopCounterMode(display=False)
+    try:
+        with counter:
+            trace(config)
+    except Exception:  # whatever a variant does on meta tensors, the row is not failed for it
+        return None
+    return counted(counter)
+
+
 def predict(config: Config) -> Result:
     """A results row for `config` with predicted memory, its `flops`, and no time columns; compiled
     variants are `unsupported`, a step that fails on `meta` is an `error` row."""
@@ -80,7 +104,7 @@ def predict(config: Config) -> Result:
         return result
     counter = FlopCounterMode(display=False)
     try:
-        with counter:  # the FLOPs of the same meta step, as `limits.count_flops` counts a measured row's
+        with counter:  # the FLOPs of the same meta step, as `count_flops` counts a measured row's
             reading = predict_peak(config)
     except OpaqueOp as exc:
         result.status, result.error = "unsupported", str(exc)

@@ -5,28 +5,22 @@ that cannot run here → 'unsupported'; every non-ok row says why in `error`.
 """
 from __future__ import annotations
 
+import functools
 import platform
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import torch
 
 from cebench import inputs as inputs_mod
-from cebench import limits, variants
-from cebench.config import Config
+from cebench import isolate, limits, variants
+from cebench.predict import count_flops
+from cebench.config import Config, Settings
 from cebench.errors import describe
+from cebench.isolate import Child
 from cebench.measure.memory import MemoryReading, free_memory, measure_peak
 from cebench.measure.timing import Timing, time_once, time_steps
 from cebench.results import Result
 from cebench.workloads import make_step
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How each point is measured: `warmup` untimed steps (≥ 1; compilation happens in
-    the first), then `repeats` individually timed steps."""
-
-    warmup: int
-    repeats: int
 
 
 def device_name(device: str) -> str:
@@ -65,11 +59,12 @@ def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing,
     return memory, timing, first_ms
 
 
-def run(config: Config, settings: Settings, *, floor_ms: float | None = None) -> Result:
+def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None) -> Result:
     """Measure `config`; never raises for a failure of the step itself. An ok row also gets
-    its `flops` (and `tflops_per_s`) and `matmul_floor_ms`: `floor_ms` when given (measured
-    elsewhere, e.g. by a parent process), else `limits.matmul_floor_ms`, calibrated once per
-    shape in this process after the row's own measurement, outside its memory probe."""
+    its `flops` (and `tflops_per_s`) and `matmul_floor_ms`: with `calibrate`,
+    `limits.matmul_floor_ms`, calibrated once per shape in this process after the row's own
+    measurement, outside its memory probe; else `floor_ms` as given (calibrated elsewhere,
+    None where that failed)."""
     result = Result.blank(config, device_name(config.device))
     reason = variants.get(config.variant).unsupported_reason(config.device)
     if reason:
@@ -93,8 +88,34 @@ def run(config: Config, settings: Settings, *, floor_ms: float | None = None) ->
     result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
     if variants.get(config.variant).compiled:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
-    result.flops = limits.count_flops(config)
+    result.flops = count_flops(config)
     if result.flops is not None:
         result.tflops_per_s = result.flops / (timing.median_ms / 1e3) / 1e12
-    result.matmul_floor_ms = floor_ms if floor_ms is not None else limits.matmul_floor_ms(config, settings)
+    result.matmul_floor_ms = limits.matmul_floor_ms(config, settings) if calibrate else floor_ms
     return result
+
+
+def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Callable[[Config], Result]:
+    """`run`, each point in a fresh process set up as `child` (`isolate.call`), waiting at
+    most `timeout_s` seconds: a point that kills its process or outlives the timeout
+    becomes an `error` or `timeout` row. The matmul floor is calibrated once per shape, in a
+    process of its own, and handed to the points. Nothing here touches CUDA: a GPU's name
+    comes from a child."""
+    names: dict[str, str] = {"cpu": device_name("cpu")}
+    floors: dict[tuple[object, ...], float | None] = {}
+
+    def measure(point: Config) -> Result:
+        shape = (point.device, point.dtype, point.workload, point.tokens, point.vocab, point.d_model)
+        if shape not in floors:
+            calibration = isolate.call(limits.matmul_floor_ms, (point, settings), child, timeout_s)
+            floors[shape] = calibration.value if calibration.status == "ok" else None
+        outcome = isolate.call(functools.partial(run, calibrate=False, floor_ms=floors[shape]), (point, settings),
+                               child, timeout_s)
+        if outcome.status == "ok":
+            names[point.device] = outcome.value.device_name
+            return outcome.value
+        result = Result.blank(point, names.get(point.device, ""))
+        result.status, result.error = outcome.status, outcome.error
+        return result
+
+    return measure

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 
 from cebench.errors import UsageError
 
@@ -20,7 +22,7 @@ class Shard:
 
     index: int
     count: int
-    source: str = "--shard"
+    source: str = field(default="--shard", compare=False)
 
     @property
     def label(self) -> str:
@@ -55,30 +57,65 @@ def _int(env: Mapping[str, str], name: str) -> int | None:
         raise UsageError(f"${name}: '{value}' is not an integer") from None
 
 
-def from_env(env: Mapping[str, str]) -> tuple[Shard | None, int | None]:
-    """The shard a launcher assigned to this process, and the local GPU index it should
-    use (None: no launcher, or no such index). torchrun: RANK of WORLD_SIZE on
-    cuda:LOCAL_RANK. SLURM job array: SLURM_ARRAY_TASK_ID (from SLURM_ARRAY_TASK_MIN) of
-    SLURM_ARRAY_TASK_COUNT; else the tasks of an `srun` step: SLURM_PROCID of
-    SLURM_STEP_NUM_TASKS on cuda:SLURM_LOCALID (not SLURM_NTASKS, which a batch script
-    sees too, where one process runs). A count of 1 is no shard."""
+def from_env(env: Mapping[str, str]) -> Shard | None:
+    """The shard a launcher assigned to this process (None: no launcher, or a count of 1).
+    torchrun: RANK of WORLD_SIZE. SLURM job array: SLURM_ARRAY_TASK_ID (counted from
+    SLURM_ARRAY_TASK_MIN) of SLURM_ARRAY_TASK_COUNT. Else the tasks of an `srun` step:
+    SLURM_PROCID of SLURM_STEP_NUM_TASKS (not SLURM_NTASKS, which a batch script sees too,
+    where one process runs)."""
     shard: Shard | None = None
-    local: int | None = None
     if (world := _int(env, "WORLD_SIZE")) is not None:
-        shard, local = Shard(_int(env, "RANK") or 0, world, "torchrun (RANK/WORLD_SIZE)"), _int(env, "LOCAL_RANK")
+        rank = _int(env, "RANK")
+        if rank is None and world > 1:
+            raise UsageError(f"$WORLD_SIZE is {world} but $RANK is not set: which shard is this? "
+                             "(give --shard INDEX/COUNT)")
+        shard = Shard(rank or 0, world, "torchrun (RANK of WORLD_SIZE)")
     elif (tasks := _int(env, "SLURM_ARRAY_TASK_COUNT")) is not None:
         first = _int(env, "SLURM_ARRAY_TASK_MIN") or 0
         shard = Shard((_int(env, "SLURM_ARRAY_TASK_ID") or 0) - first, tasks,
-                      "SLURM array (SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT)")
+                      "SLURM array (SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT)")
     elif (tasks := _int(env, "SLURM_STEP_NUM_TASKS")) is not None:
-        shard = Shard(_int(env, "SLURM_PROCID") or 0, tasks, "srun (SLURM_PROCID/SLURM_STEP_NUM_TASKS)")
-        local = _int(env, "SLURM_LOCALID")
+        shard = Shard(_int(env, "SLURM_PROCID") or 0, tasks, "srun (SLURM_PROCID of SLURM_STEP_NUM_TASKS)")
     if shard is None or shard.count == 1:
-        return None, local
+        return None
     if not 0 <= shard.index < shard.count:
         raise UsageError(f"{shard.source}: shard {shard.label} is out of range (a job array whose ids do not "
                          "run from SLURM_ARRAY_TASK_MIN without gaps? give --shard INDEX/COUNT)")
-    return shard, local
+    return shard
+
+
+def local_index(env: Mapping[str, str]) -> int | None:
+    """The GPU index on its node a launcher gave this process: torchrun's LOCAL_RANK, else
+    an `srun` task's SLURM_LOCALID; None without either."""
+    if (local := _int(env, "LOCAL_RANK")) is not None:
+        return local
+    return _int(env, "SLURM_LOCALID") if _int(env, "SLURM_STEP_NUM_TASKS") is not None else None
+
+
+def run_id(env: Mapping[str, str]) -> str:
+    """An id every shard of one launch shares (torchrun's run id, the SLURM job's), else
+    the local time (torchrun without a rendezvous id says 'none')."""
+    for name in ("TORCHELASTIC_RUN_ID", "SLURM_ARRAY_JOB_ID", "SLURM_JOB_ID"):
+        value = env.get(name, "").strip()
+        if value and value != "none":
+            return value
+    return f"{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def out_path(out: Path | None, shard: Shard | None, env: Mapping[str, str]) -> tuple[Path, str]:
+    """The CSV this process writes, and a note on how it was chosen ('' for none).
+    Default: results/sweep-<time>.csv, or results/sweep-<run id>-shard-<I>-of-<N>.csv in a
+    shard. `{shard}` in `out` becomes <I>-of-<N>; a sharded `out` without it gets
+    .shard-<I>-of-<N> before its suffix, so that no two processes append to one file."""
+    if out is None:
+        name = f"sweep-{run_id(env)}" + (f"-shard-{shard.tag}" if shard else "")
+        return Path("results") / f"{name}.csv", ""
+    if "{shard}" in str(out):
+        return Path(str(out).replace("{shard}", (shard or Shard(0, 1)).tag)), ""
+    if shard is None:
+        return out, ""
+    path = out.with_name(f"{out.stem}.shard-{shard.tag}{out.suffix}")
+    return path, f"shard {shard.label} writes {path} (--out names one file; put {{shard}} in it to choose the names)"
 
 
 def assign(costs: Sequence[float], count: int) -> list[int]:

@@ -63,12 +63,13 @@ def format_ms_range(low: float | None, high: float | None, like: float | None) -
 def format_duration(seconds: float) -> str:
     """A duration given in seconds: as `format_ms` below a minute, then '3 min 20 s',
     '2 h 05 min'."""
-    if seconds < 60:
+    if seconds < 59.5:
         return format_ms(seconds * 1e3)
-    minutes = round(seconds / 60) if seconds >= 3600 else int(seconds // 60)
-    if seconds < 3600:
-        return f"{minutes} min {round(seconds - 60 * minutes):02d} s"
-    return f"{minutes // 60} h {minutes % 60:02d} min"
+    if seconds < 3599.5:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 def parse_bytes(text: str) -> int:

@@ -95,8 +95,10 @@ def test_estimate_counts_the_matmul_work():
 
     point = Config("dense", "loss", "cpu", "fp32", 2, 8, 100, 4, None)
     assert plan.matmul_flops(point) == 6 * 16 * 100 * 4
-    assert plan.estimate_s([point, point], warmup=1, repeats=3, rate=1e6) == pytest.approx(2 * 5 * 6 * 16 * 100 * 4
-                                                                                           / 1e6)
+    bf16 = Config("dense", "loss", "cpu", "bf16", 2, 8, 100, 4, None)
+    rates = {"fp32": 1e6, "bf16": 1e5}
+    assert plan.estimate_s([point, point, bf16], warmup=1, repeats=3, rates=rates) == pytest.approx(
+        5 * 6 * 16 * 100 * 4 * (2 / 1e6 + 1 / 1e5))
 
 
 BAD = [

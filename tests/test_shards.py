@@ -15,7 +15,7 @@ from cebench.cli import app
 from cebench.errors import UsageError
 from cebench.grid import GridOptions
 from cebench.results import KEY_COLUMNS, load
-from cebench.shard import Shard, assign, from_env, parse
+from cebench.shard import Shard, assign, from_env, local_index, out_path, parse, run_id
 
 BIN = Path(sys.executable).parent
 GRID = ["--device", "cpu", "--variant", "dense,chunked", "--batch", "1,2,3", "--context", "16", "--vocab", "600",
@@ -63,8 +63,32 @@ def test_assignment_is_deterministic_and_fills_every_shard():
     ({"RANK": "1", "WORLD_SIZE": "2", "SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "1"}, (1, 2), None),
 ])
 def test_the_launchers_environment_names_the_shard(env, shard, local):
-    got, got_local = from_env(env)
-    assert (None if got is None else (got.index, got.count)) == shard and got_local == local
+    got = from_env(env)
+    assert (None if got is None else (got.index, got.count)) == shard and local_index(env) == local
+
+
+def test_an_explicit_shard_ignores_a_broken_environment(tmp_path):
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_COUNT": "4", "WORLD_SIZE": "x"}
+    env.pop("RANK", None)
+    proc = subprocess.run([str(BIN / "cebench"), "sweep", *GRID, "--variant", "dense", "--batch", "1", "--shard",
+                           "0/1", "--out", str(tmp_path / "r.csv")], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(UsageError, match="RANK is not set"):
+        from_env({"WORLD_SIZE": "4"})
+    with pytest.raises(UsageError, match="out of range"):
+        from_env({"SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_COUNT": "4"})
+
+
+def test_shard_file_names():
+    env = {"TORCHELASTIC_RUN_ID": "abc"}
+    assert out_path(None, Shard(2, 8), env) == (Path("results/sweep-abc-shard-2-of-8.csv"), "")
+    assert out_path(Path("x/r-{shard}.csv"), Shard(2, 8), env) == (Path("x/r-2-of-8.csv"), "")
+    assert out_path(Path("x/r-{shard}.csv"), None, env) == (Path("x/r-0-of-1.csv"), "")
+    path, note = out_path(Path("x/r.csv"), Shard(2, 8), env)
+    assert path == Path("x/r.shard-2-of-8.csv") and "{shard}" in note
+    assert run_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "77"}) == "77"
+    assert run_id({"TORCHELASTIC_RUN_ID": "none"}).startswith("20")
 
 
 @pytest.mark.parametrize("text", ["2", "2/2", "-1/2", "a/b", "1/0", ""])
@@ -146,3 +170,20 @@ def test_merge_leaves_out_a_cut_off_row_and_names_missing_shards(tmp_path):
     assert result.exit_code == 0, result.output
     assert "last row was cut off" in result.stderr and "no rows from shard 1/3, 2/3" in result.stderr
     assert out.read_text().splitlines()[1:] == text.splitlines()[1:]
+
+
+def test_merge_skips_a_shard_that_wrote_only_its_header_and_names_a_bad_shard_cell(tmp_path):
+    a, empty = tmp_path / "a-0-of-2.csv", tmp_path / "empty.csv"
+    sweep(tmp_path / "a-{shard}.csv", "--variant", "dense", "--shard", "0/2")
+    empty.write_text(a.read_text().splitlines()[0] + "\n")  # killed during its first point
+    result = CliRunner().invoke(app, ["merge", str(a), str(empty), "--out", str(tmp_path / "all.csv")])
+    assert result.exit_code == 0 and "(1 + 0 rows, shards 0/2)" in result.stdout, result.output
+    assert "no rows from shard 1/2" in result.stderr
+    rows = list(csv.DictReader(a.open()))
+    rows[0]["shard"] = "1/a"
+    with a.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = CliRunner().invoke(app, ["merge", str(a), "--out", str(tmp_path / "bad.csv")])
+    assert result.exit_code == 2 and "row 2: column 'shard': '1/a' is not INDEX/COUNT" in result.stderr

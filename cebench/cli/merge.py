@@ -29,21 +29,25 @@ def merge(
 
     if out_path.exists():
         raise UsageError(f"--out {out_path}: exists; merge writes a new file (choose another name)")
-    resolved = {p.resolve() for p in csvs}
-    if len(resolved) < len(csvs):
+    first: dict[Path, Path] = {}
+    for path in csvs:
+        first.setdefault(path.resolve(), path)  # a file named twice (./a.csv, a.csv) is read once
+    unique = list(first.values())
+    if len(unique) < len(csvs):
         err.print("note: a file is named twice; its rows count once", style="yellow", highlight=False)
-    merged = merge_rows(list(dict.fromkeys(csvs)))
+    merged = merge_rows(unique)
     for path, text in merged.cut_off.items():
         err.print(f"warning: {path}: its last row was cut off (a crash or a full disk?) and is left out: "
                   f"{text[:120]}", style="yellow", highlight=False)
     missing = merged.missing_shards()
     if missing:
-        err.print(f"warning: no rows from shard {', '.join(missing)}: the merged sweep is incomplete",
+        err.print(f"warning: no rows from shard {', '.join(s.label for s in missing)}: the merged sweep is "
+                  "incomplete",
                   style="yellow", highlight=False)
     write(merged, out_path)
     counts = " + ".join(f"{n}" for n in merged.read.values())
-    shards = f", shards {', '.join(sorted(merged.shards, key=lambda s: tuple(map(int, s.split('/')))))}" \
-        if merged.shards else ""
+    labels = [s.label for s in sorted(merged.shards, key=lambda s: (s.count, s.index))]
+    shards = f", shards {', '.join(labels)}" if labels else ""
     repeats = f", {merged.repeats} exact repeat{'s' * (merged.repeats != 1)} dropped" if merged.repeats else ""
     out.print(f"merged {len(merged.read)} file{'s' * (len(merged.read) != 1)} ({counts} rows{shards}){repeats}: "
               f"{len(merged.rows)} rows → {out_path}", highlight=False)

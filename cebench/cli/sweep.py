@@ -4,8 +4,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -14,17 +12,15 @@ import typer
 from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import (Batch, CeChunk, Columns, Context, DModel, Dtype, Temperature, VariantNames,
                                  Vocab, Wide, Workload)
-from cebench.config import Config
 from cebench import shard as shard_mod
+from cebench.config import Config, Settings
 from cebench.errors import UsageError
 from cebench.grid import DEFAULTS, GridOptions, resolve_device, split
-from cebench.shard import Shard
 
 if TYPE_CHECKING:
     from cebench.isolate import Child
     from cebench.plan import Plan
     from cebench.results import Result
-    from cebench.runner import Settings
 
 POINT_TIMEOUT_S = 1800.0  # seconds an isolated point may run by default (a 1B-setting compile takes minutes)
 RATE_TIMEOUT_S = 300.0  # seconds the pre-sweep matmul-rate probe may take in a child process
@@ -41,31 +37,6 @@ class Terminated(KeyboardInterrupt):
 
 def _terminate(signum: int, frame: object) -> None:
     raise Terminated
-
-
-def _run_id() -> str:
-    """An id every shard of one launch shares (torchrun's run id, the SLURM job's), else the
-    local time."""
-    for name in ("TORCHELASTIC_RUN_ID", "SLURM_ARRAY_JOB_ID", "SLURM_JOB_ID"):
-        if os.environ.get(name, "").strip():
-            return os.environ[name].strip()
-    return f"{datetime.now():%Y%m%d-%H%M%S}"
-
-
-def out_path_for(out: Path | None, shard: Shard | None) -> tuple[Path, str]:
-    """The CSV this process writes, and a note on how it was chosen ('' for none).
-    Default: results/sweep-<time>.csv, or results/sweep-<run id>-shard-<I>-of-<N>.csv in a
-    shard. `{shard}` in --out becomes <I>-of-<N>; a sharded --out without it gets
-    .shard-<I>-of-<N> before its suffix, so that no two processes append to one file."""
-    if out is None:
-        name = f"sweep-{_run_id()}" + (f"-shard-{shard.tag}" if shard else "")
-        return Path("results") / f"{name}.csv", ""
-    if "{shard}" in str(out):
-        return Path(str(out).replace("{shard}", (shard or Shard(0, 1)).tag)), ""
-    if shard is None:
-        return out, ""
-    path = out.with_name(f"{out.stem}.shard-{shard.tag}{out.suffix}")
-    return path, f"shard {shard.label} writes {path} (--out names one file; put {{shard}} in it to choose the names)"
 
 
 @command()
@@ -117,9 +88,8 @@ def sweep(
     """
     options = GridOptions.from_params(ctx.params)
     options.grid("cpu")  # every option checked before `--device auto` imports torch to look for a GPU
-    shard, local = shard_mod.from_env(os.environ)
-    if shard_spec is not None:
-        shard = shard_mod.parse(shard_spec)
+    shard = shard_mod.parse(shard_spec) if shard_spec is not None else shard_mod.from_env(os.environ)
+    shard = shard if shard is None or shard.count > 1 else None  # 0/1 is the whole grid
     if point_timeout is not None and not point_timeout > 0:
         raise UsageError(f"--point-timeout: {point_timeout:g} must be a positive number of seconds")
     if point_timeout is not None and isolate is False:
@@ -136,7 +106,7 @@ def sweep(
         raise UsageError("--threads must be at least 1")
     isolate = point_timeout is not None or (grid.device == "cuda" if isolate is None else isolate)
     timeout_s = (point_timeout or POINT_TIMEOUT_S) if isolate else None
-    path, where = out_path_for(out_path, shard)
+    path, where = shard_mod.out_path(out_path, shard, os.environ)
 
     from cebench.results import check_out, done_keys
 
@@ -149,11 +119,13 @@ def sweep(
     from cebench.isolate import Child
     from cebench.report import results_table
     from cebench.results import ResultWriter, to_frame
-    from cebench.runner import Settings, run
+    from cebench.runner import isolated, run
 
     if threads is not None:
         torch.set_num_threads(threads)
-    cuda_index = local if grid.device == "cuda" else None
+    # The launcher's GPU for this process, unless it shows each task its GPU alone (srun --gpu-bind).
+    local = shard_mod.local_index(os.environ) if grid.device == "cuda" else None
+    cuda_index = local if local is not None and local < torch.cuda.device_count() else None
     if cuda_index is not None and not isolate:  # an isolated sweep leaves CUDA to its children
         torch.cuda.set_device(cuda_index)
     child = Child(specs=tuple(split(variant, "--variant")) if variant else (), threads=threads, cuda_index=cuda_index)
@@ -183,7 +155,7 @@ def sweep(
         if writer.dropped:
             err.print(f"warning: {path} was written by an older cebench: its rows will lack "
                       f"{', '.join(writer.dropped)}; use a new --out to keep them", style="yellow", highlight=False)
-        measure = _isolated(child, settings, timeout_s) if isolate else functools.partial(run, settings=settings)
+        measure = isolated(child, settings, timeout_s) if isolate else functools.partial(run, settings=settings)
         try:
             for point in points:
                 progress.start(_label(point))
@@ -220,49 +192,22 @@ def _announce(plan: Plan, points: list[Config], device: str, path: Path, setting
     cannot = plan.in_shard - plan.skipped - len(points)
     parts.append(f"{len(points)} to measure" + (" each in a fresh process" if child else "")
                  + (f" ({cannot} of variants that cannot run here left out)" if cannot else ""))
-    if points:
-        args = (device, points[0].dtype)
+    rates: dict[str, float] = {}
+    for dtype in dict.fromkeys(p.dtype for p in points):
         if child is None:
-            rate = plan_mod.matmul_rate(*args)
-        else:
-            outcome = isolate_mod.call(plan_mod.matmul_rate, args, child, RATE_TIMEOUT_S)
-            rate = outcome.value if outcome.status == "ok" else None
-        if rate:
-            compiled = sum(variants.get(p.variant).compiled for p in points)
-            floor = plan_mod.estimate_s(points, settings.warmup, settings.repeats, rate)
-            parts.append(f"matmul work alone ≥ {format_duration(floor)} at the {rate / 1e9:,.0f} GFLOP/s a "
-                         f"{points[0].dtype} matmul reaches here now" + (f", plus {compiled} compilations" * bool(compiled)))
+            rates[dtype] = plan_mod.matmul_rate(device, dtype)
+        elif (outcome := isolate_mod.call(plan_mod.matmul_rate, (device, dtype), child, RATE_TIMEOUT_S)).value:
+            rates[dtype] = outcome.value
+    if points and len(rates) == len({p.dtype for p in points}):
+        compiled = sum(variants.get(p.variant).compiled for p in points)
+        floor = plan_mod.estimate_s(points, settings.warmup, settings.repeats, rates)
+        speeds = ", ".join(f"{r / 1e9:,.0f} GFLOP/s in {d}" for d, r in rates.items())
+        parts.append(f"matmul work alone ≥ {format_duration(floor)} at the {speeds} a matmul reaches here now"
+                     + f", plus {compiled} compilations" * bool(compiled))
     err.print("sweep: " + " · ".join(parts), highlight=False, soft_wrap=True)
     if plan.total > plan_mod.LONG_SWEEP and (plan.shard is None or plan.shard.count == 1):
         err.print(f"warning: {plan.total} points is a long sweep for one process: split it with torchrun, SLURM or "
                   "--shard (see the README), and --resume it if it stops", style="yellow", highlight=False)
-
-
-def _isolated(child: Child, settings: Settings, timeout_s: float | None) -> Callable[[Config], Result]:
-    """Measure a point in a fresh process; a crash or a timeout becomes its row."""
-    from cebench import isolate as isolate_mod
-    from cebench.limits import matmul_floor_ms
-    from cebench.results import Result
-    from cebench.runner import device_name, run
-
-    names: dict[str, str] = {"cpu": device_name("cpu")}  # a GPU's name: from a child (CUDA stays out of here)
-    floors: dict[tuple[object, ...], float | None] = {}  # calibrated once per shape, in a child of its own
-
-    def measure(point: Config) -> Result:
-        shape = (point.device, point.dtype, point.workload, point.tokens, point.vocab, point.d_model)
-        if shape not in floors:
-            calibration = isolate_mod.call(matmul_floor_ms, (point, settings), child, timeout_s)
-            floors[shape] = calibration.value if calibration.status == "ok" else None
-        outcome = isolate_mod.call(functools.partial(run, floor_ms=floors[shape]), (point, settings), child,
-                                   timeout_s)
-        if outcome.status == "ok":
-            names[point.device] = outcome.value.device_name
-            return outcome.value
-        result = Result.blank(point, names.get(point.device, ""))
-        result.status, result.error = outcome.status, outcome.error
-        return result
-
-    return measure
 
 
 class _Progress:
