@@ -26,7 +26,7 @@ import torch
 
 from cebench import inputs as inputs_mod
 from cebench import variants
-from cebench.config import ITEMSIZE, LOSS, Config
+from cebench.config import ITEMSIZE, Config
 from cebench.errors import describe
 from cebench.measure.allocations import ProfiledStep
 from cebench.measure.memory import CPU_METHOD, round_up, storage_bytes
@@ -131,7 +131,7 @@ class Explanation:
 
 def _kinds(config: Config, timeline: Timeline) -> tuple[str, ...]:
     """The kind of each block of `timeline` (see the module's docstring)."""
-    grads = [(n, config.d_model) for n in (config.tokens, config.vocab)] if config.workload == LOSS else []
+    grads = [(n, config.d_model) for n in (config.tokens, config.vocab)]
     grad_bytes = {round_up(n * d * ITEMSIZE[config.dtype], granularity(config.device)) for n, d in grads}
     start = timeline.backward_start
 

@@ -23,7 +23,6 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from cebench.config import LOSS  # noqa: E402
 from cebench.errors import UsageError  # noqa: E402
 from cebench.measure.timeline import FORWARD  # noqa: E402
 from cebench.explain import GRADIENT, KINDS, SAVED, TEMPORARY, Explanation, group_text, sizes_text  # noqa: E402
@@ -66,7 +65,7 @@ def _panel(ax: Axes, e: Explanation, scale: int) -> None:
     ax.stackplot(xs, [[0.0] + [v / scale for v in series[k]] for k in KINDS], colors=[COLORS[k] for k in KINDS],
                  step="post", linewidth=0, alpha=0.85)
     start = e.timeline.backward_start
-    if e.config.workload == LOSS and start is not None:
+    if start is not None:
         ax.axvspan(start + 1, events + 1, color=BACKWARD_SHADE, zorder=0, linewidth=0)
         spans = [(x0, x1, text) for x0, x1, text in ((0, start + 1, "forward"), (start + 1, events + 1, "backward"))
                  if x1 - x0 >= 0.12 * (events + 1)]  # a phase too short to name is only shaded
@@ -97,8 +96,7 @@ def _title(fig: Figure, explanations: Sequence[Explanation]) -> None:
     how = (f"predicted for {c.device} on meta tensors (dispatcher tracker)" if explanations[0].method == PREDICTED
            else f"{c.device}: allocator events (torch.profiler)")
     inputs = format_bytes(explanations[0].base_bytes)
-    step = "loss step (forward + backward)" if c.workload == LOSS else "sampling call"
-    fig.suptitle(f"Memory one {step} adds, allocation by allocation, stacked by kind\n"
+    fig.suptitle("Memory one loss step (forward + backward) adds, allocation by allocation, stacked by kind\n"
                  f"{sizes_text(c)} · {c.dtype} · {how}\n"
                  f"not drawn: the inputs h, weight, targets ({inputs}), live throughout", fontsize=10)
 
