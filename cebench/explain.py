@@ -248,7 +248,8 @@ def sizes_text(config: Config) -> str:
 
 def to_json(e: Explanation) -> dict:
     """A plain-data document of `e`: the point, the peak, the breakdown at the peak (one
-    item per entry, bytes and share of the peak Δ), and a summary of the timeline."""
+    item per entry: its tensors' count, bytes each and in all, share of the peak Δ), and a
+    summary of the timeline."""
     c, t = e.config, e.timeline
     live = t.live_bytes()
     start = t.backward_start
@@ -261,7 +262,7 @@ def to_json(e: Explanation) -> dict:
         "lower_bound_bytes": c.lower_bound_bytes, "logits_fp32_bytes": c.logits_fp32_bytes,
         "breakdown": [
             {"group": group_text(g, c), "shape": None if x.shape is None else list(x.shape), "dtype": x.dtype,
-             "kind": x.kind, "op": x.op, "phase": x.phase, "node": x.node, "count": x.count, "bytes": x.nbytes,
+             "kind": x.kind, "op": x.op, "phase": x.phase, "node": x.node, "count": x.count, "bytes_each": x.nbytes // x.count, "bytes": x.nbytes,
              "share": x.nbytes / e.peak_delta_bytes if e.peak_delta_bytes else None}
             for g in e.groups for x in g.entries],
         "timeline": {

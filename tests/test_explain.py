@@ -116,6 +116,7 @@ def test_json_agrees_with_the_table(tmp_path):
     assert set(x["timeline"]) >= {"events", "backward_start", "peak_event", "peak_phase", "forward_peak_bytes",
                                   "backward_peak_bytes", "end_bytes"}
     assert sum(b["bytes"] for b in x["breakdown"]) == x["breakdown_bytes"] == x["peak_delta_bytes"]
+    assert all(b["bytes"] == b["count"] * b["bytes_each"] for b in x["breakdown"])
     rows = [line.split() for line in table.stdout.splitlines()]
     for b in x["breakdown"]:
         row = [b["kind"], b["op"], b["phase"], b["node"] or "–", str(b["count"]), *format_bytes(b["bytes"]).split(),
