@@ -153,12 +153,13 @@ class Grid:
     ce_chunk: tuple[int, ...]
     temperature: float = 0.9
 
-    def runnable(self) -> tuple[Grid, dict[str, str]]:
+    def runnable(self, smoke: bool = True) -> tuple[Grid, dict[str, str]]:
         """This grid without the variants that cannot run on its device here, and why each
-        of those cannot (name → reason). User variants are smoke-tested on a tiny problem
-        first (`UsageError` when one breaks the contract)."""
+        of those cannot (name → reason). With `smoke`, user variants are smoke-tested on a
+        tiny problem first (`UsageError` when one breaks the contract)."""
         reasons = {n: r for n in self.variants if (r := variants.get(n).unsupported_reason(self.device))}
-        variants.smoke_test(self.variants, self.device)
+        if smoke:
+            variants.smoke_test(self.variants, self.device)
         return replace(self, variants=tuple(n for n in self.variants if n not in reasons)), reasons
 
     def expand(self) -> list[Config]:

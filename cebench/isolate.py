@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cebench.errors import describe
+from cebench.errors import UsageError, describe
 
 JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)
 
@@ -31,11 +31,13 @@ class Child:
 @dataclass(frozen=True)
 class Outcome:
     """A child's return value, or why there is none: `status` 'ok', 'error' (it raised or
-    died) or 'timeout' (it was killed after the timeout), `error` saying how."""
+    died) or 'timeout' (it was killed after the timeout), `error` saying how; `usage`: what
+    it raised was a `UsageError` (bad input, not a crash), whose message `error` is."""
 
     status: str
     value: Any = None
     error: str = ""
+    usage: bool = False
 
 
 def setup(child: Child) -> None:
@@ -57,6 +59,8 @@ def _main(conn: Any, child: Child, fn: Callable[..., Any], args: tuple[Any, ...]
     try:
         setup(child)
         conn.send(Outcome("ok", fn(*args)))
+    except UsageError as exc:
+        conn.send(Outcome("error", error=str(exc), usage=True))
     except BaseException as exc:  # noqa: BLE001 - whatever happens is the parent's answer
         conn.send(Outcome("error", error=describe(exc)))
     finally:

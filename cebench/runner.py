@@ -15,7 +15,7 @@ from cebench import inputs as inputs_mod
 from cebench import isolate, limits, variants
 from cebench.predict import count_flops
 from cebench.config import Config, Settings
-from cebench.errors import describe
+from cebench.errors import UsageError, describe
 from cebench.isolate import Child
 from cebench.measure.memory import MemoryReading, free_memory, measure_peak
 from cebench.measure.timing import Timing, time_once, time_steps
@@ -93,6 +93,21 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
         result.tflops_per_s = result.flops / (timing.median_ms / 1e3) / 1e12
     result.matmul_floor_ms = limits.matmul_floor_ms(config, settings) if calibrate else floor_ms
     return result
+
+
+def smoke_test_isolated(names: tuple[str, ...], device: str, child: Child, timeout_s: float | None) -> dict[str, str]:
+    """`variants.smoke_test` of each user variant among `names`, each in a fresh process
+    (`isolate.call`): `UsageError` when one breaks the contract, as in-process; one that
+    kills its process or outlives `timeout_s` is returned (name → how), for its points to
+    fail in isolation as their rows say, rather than ending the sweep."""
+    crashed = {}
+    for name in variants.untrusted(names, device):
+        outcome = isolate.call(variants.smoke_test, ((name,), device), child, timeout_s)
+        if outcome.usage:
+            raise UsageError(outcome.error)
+        if outcome.status != "ok":
+            crashed[name] = outcome.error
+    return crashed
 
 
 def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Callable[[Config], Result]:

@@ -105,14 +105,16 @@ def run_id(env: Mapping[str, str]) -> str:
 def out_path(out: Path | None, shard: Shard | None, env: Mapping[str, str]) -> tuple[Path, str]:
     """The CSV this process writes, and a note on how it was chosen ('' for none).
     Default: results/sweep-<time>.csv, or results/sweep-<run id>-shard-<I>-of-<N>.csv in a
-    shard. `{shard}` in `out` becomes <I>-of-<N>; a sharded `out` without it gets
-    .shard-<I>-of-<N> before its suffix, so that no two processes append to one file."""
+    shard. `{shard}` in `out` becomes <I>-of-<N>. An `out` without it is written as given
+    for a shard chosen with --shard (one command per shard, each its own --out); for a
+    shard a launcher chose (every process got the same --out) it gets .shard-<I>-of-<N>
+    before its suffix, so that no two processes append to one file."""
     if out is None:
         name = f"sweep-{run_id(env)}" + (f"-shard-{shard.tag}" if shard else "")
         return Path("results") / f"{name}.csv", ""
     if "{shard}" in str(out):
         return Path(str(out).replace("{shard}", (shard or Shard(0, 1)).tag)), ""
-    if shard is None:
+    if shard is None or shard.source == "--shard":
         return out, ""
     path = out.with_name(f"{out.stem}.shard-{shard.tag}{out.suffix}")
     return path, f"shard {shard.label} writes {path} (--out names one file; put {{shard}} in it to choose the names)"

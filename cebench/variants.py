@@ -186,13 +186,18 @@ def resolve(spec: str) -> Variant:
                      "file.py:function, and append -compiled for a compiled twin)")
 
 
+def untrusted(names: Iterable[str], device: str) -> list[str]:
+    """The variants among `names` that `smoke_test` tries: those not built in (a user's,
+    an entry point's) that can run on `device`."""
+    return [n for n in names if get(n).origin != BUILT_IN and get(n).unsupported_reason(device) is None]
+
+
 def smoke_test(names: Iterable[str], device: str) -> None:
     """Run each user variant among `names` that can run on `device` once on a tiny problem
     there (built-in ones are trusted); `UsageError` for the first that breaks the contract."""
-    for name in names:
+    for name in untrusted(names, device):
         v = get(name)
-        if v.origin != BUILT_IN and v.unsupported_reason(device) is None:
-            contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
+        contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
 
 
 def get(name: str) -> Variant:

@@ -154,3 +154,30 @@ def test_fit_measure_without_the_target_names_target():
                           timeout=120)
     assert proc.returncode == 2 and "--target cuda: no CUDA GPU" in proc.stderr and "use --target cpu" in proc.stderr
     assert "--device" not in proc.stderr
+
+
+def test_isolation_survives_variants_that_crash_on_any_input(tmp_path):
+    """Variants that abort or hang on the smoke test's tiny problem too: the sweep goes on,
+    a warning names each, and each point is its row."""
+    always = tmp_path / "always.py"
+    always.write_text("import os, time\n\ndef abort_loss(h, weight, targets):\n    os.abort()\n\n"
+                      "def sleepy_loss(h, weight, targets):\n    time.sleep(600)\n")
+    out = tmp_path / "r.csv"
+    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--batch", "1",
+                           "--variant", f"{always}:abort_loss,{always}:sleepy_loss,dense", "--isolate",
+                           "--point-timeout", "15", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: --variant {always}:abort_loss: on the smoke test's tiny problem, the point's process died " \
+           "of SIGABRT" in proc.stderr
+    assert f"--variant {always}:sleepy_loss: on the smoke test's tiny problem, no result after 15 s" in proc.stderr
+    assert [r["status"] for r in csv.DictReader(out.open())] == ["error", "timeout", "ok"]
+
+
+def test_a_broken_contract_is_still_a_usage_error_when_isolated(tmp_path):
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def loss(h, weight, targets):\n    return h.sum(dim=1)\n")
+    out = tmp_path / "r.csv"
+    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--variant", f"{wrong}:loss", "--isolate", "--out",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "returned Tensor of shape (12,)" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()

@@ -85,8 +85,11 @@ def test_shard_file_names():
     assert out_path(None, Shard(2, 8), env) == (Path("results/sweep-abc-shard-2-of-8.csv"), "")
     assert out_path(Path("x/r-{shard}.csv"), Shard(2, 8), env) == (Path("x/r-2-of-8.csv"), "")
     assert out_path(Path("x/r-{shard}.csv"), None, env) == (Path("x/r-0-of-1.csv"), "")
-    path, note = out_path(Path("x/r.csv"), Shard(2, 8), env)
+    # A launcher's shards all got one --out: each writes a file of its own.
+    path, note = out_path(Path("x/r.csv"), Shard(2, 8, "torchrun (RANK of WORLD_SIZE)"), env)
     assert path == Path("x/r.shard-2-of-8.csv") and "{shard}" in note
+    # --shard is one command per shard: its --out is written as given.
+    assert out_path(Path("x/r.csv"), Shard(2, 8), env) == (Path("x/r.csv"), "")
     assert run_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "77"}) == "77"
     assert run_id({"TORCHELASTIC_RUN_ID": "none"}).startswith("20")
 
@@ -160,9 +163,9 @@ def test_merge_reads_older_schemas_and_refuses_newer_ones(tmp_path):
 
 
 def test_merge_leaves_out_a_cut_off_row_and_names_missing_shards(tmp_path):
-    sweep(tmp_path / "a.csv", "--variant", "dense", "--shard", "0/3")  # --out without {shard}: named for it
-    sweep(tmp_path / "a.csv", "--variant", "dense", "--batch", "2", "--shard", "0/3")
-    a = tmp_path / "a.shard-0-of-3.csv"
+    a = tmp_path / "a.csv"
+    sweep(a, "--variant", "dense", "--shard", "0/3")
+    sweep(a, "--variant", "dense", "--batch", "2", "--shard", "0/3")
     text = a.read_text()
     a.write_text(text + text.splitlines()[-1][:30])
     out = tmp_path / "all.csv"

@@ -119,7 +119,7 @@ def sweep(
     from cebench.isolate import Child
     from cebench.report import results_table
     from cebench.results import ResultWriter, to_frame
-    from cebench.runner import isolated, run
+    from cebench.runner import isolated, run, smoke_test_isolated
 
     if threads is not None:
         torch.set_num_threads(threads)
@@ -132,9 +132,13 @@ def sweep(
     settings = Settings(warmup=warmup, repeats=repeats)
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill ends the sweep as Ctrl-C does
     everything = grid.expand()
-    grid, unsupported = grid.runnable()
+    grid, unsupported = grid.runnable(smoke=not isolate)
     for name, reason in unsupported.items():
         err.print(f"not run on {grid.device} here: {name}: {reason}", style="yellow", highlight=False)
+    if isolate:  # a user's variant that crashes on the tiny problem must not take the sweep down either
+        for name, how in smoke_test_isolated(grid.variants, grid.device, child, timeout_s).items():
+            err.print(f"warning: --variant {name}: on the smoke test's tiny problem, {how}; its points will fail "
+                      "the same way, one row each", style="yellow", highlight=False)
     plan = plan_mod.make(everything, shard, done, warmup, repeats)
     points = [p for p in plan.points if p.variant not in unsupported]
     if not grid.variants:
