@@ -156,21 +156,18 @@ def test_fit_measure_without_the_target_names_target():
     assert "--device" not in proc.stderr
 
 
-def test_isolation_survives_variants_that_crash_on_any_input(tmp_path):
-    """Variants that abort or hang on the smoke test's tiny problem too: the sweep goes on,
-    a warning names each, and each point is its row."""
+def test_isolation_survives_a_variant_that_crashes_on_any_input(tmp_path):
+    """A variant that aborts on the smoke test's tiny problem too: the sweep goes on, a
+    warning names it, and its point is its row."""
     always = tmp_path / "always.py"
-    always.write_text("import os, time\n\ndef abort_loss(h, weight, targets):\n    os.abort()\n\n"
-                      "def sleepy_loss(h, weight, targets):\n    time.sleep(600)\n")
+    always.write_text("import os\n\ndef abort_loss(h, weight, targets):\n    os.abort()\n")
     out = tmp_path / "r.csv"
-    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--batch", "1",
-                           "--variant", f"{always}:abort_loss,{always}:sleepy_loss,dense", "--isolate",
-                           "--point-timeout", "15", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--batch", "1", "--variant", f"{always}:abort_loss,dense",
+                           "--isolate", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"warning: --variant {always}:abort_loss: on the smoke test's tiny problem, the point's process died " \
            "of SIGABRT" in proc.stderr
-    assert f"--variant {always}:sleepy_loss: on the smoke test's tiny problem, no result after 15 s" in proc.stderr
-    assert [r["status"] for r in csv.DictReader(out.open())] == ["error", "timeout", "ok"]
+    assert [r["status"] for r in csv.DictReader(out.open())] == ["error", "ok"]
 
 
 def test_a_broken_contract_is_still_a_usage_error_when_isolated(tmp_path):
