@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
-import os
+import tempfile
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -209,7 +209,8 @@ def existing_header(path: Path, advice: str = "; choose another --out") -> tuple
 def check_out(path: Path) -> tuple[str, ...] | None:
     """`existing_header(path)`, after making sure rows could be written there without
     creating or changing anything: an existing file must open for update, else the nearest
-    existing folder above it must be a folder this process may write in."""
+    existing folder above it must be a folder this process can create a file in (tried
+    with a temporary file, removed at once)."""
     header = existing_header(path)
     try:
         if path.exists():
@@ -222,8 +223,10 @@ def check_out(path: Path) -> tuple[str, ...] | None:
         raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})") from None
     if not folder.is_dir():
         raise UsageError(f"{path}: cannot write there ({folder} is a file, not a folder)")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{path}: cannot write there (no permission to write in {folder})")
+    try:
+        tempfile.TemporaryFile(dir=folder).close()  # nameless where the OS allows, and gone at once
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write there ({exc.strerror or exc}: {folder})") from None
     return header
 
 

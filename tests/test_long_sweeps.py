@@ -106,6 +106,7 @@ BAD = [
     (["predict", "--out", "{binary}"], "exists and is not a cebench results CSV"),
     (["sweep", "--out", "{file}/sub/r.csv"], "cannot write there"),
     (["predict", "--out", "{file}/r.csv"], "cannot write there"),
+    (["sweep", "--out", "/proc/cebench-r.csv"], "cannot write there"),  # a folder no one can create files in
     (["sweep", "--batch", "99999999999999999999"], "--batch: 99999999999999999999 is too large"),
     (["sweep", "--ce-chunk", str(10**30)], "--ce-chunk: 1000000000000000000000000000000 is too large"),
     (["predict", "--batch", "99999999999999999999"], "--batch: 99999999999999999999 is too large"),
