@@ -16,6 +16,13 @@ from cebench.measure.timing import time_once, time_steps
 _FLOORS: dict[tuple[object, ...], float | None] = {}  # matmul_floor_ms's calibrations in this process
 
 
+def floor_key(config: Config, settings: Settings) -> tuple[object, ...]:
+    """What a matmul floor depends on: device, dtype, workload, shape, thread count and
+    settings (not the variant), so points that share it share one calibration."""
+    return (config.device, config.dtype, config.workload, config.tokens, config.vocab, config.d_model,
+            torch.get_num_threads(), settings)
+
+
 def matmul_floor_ms(config: Config, settings: Settings) -> float | None:
     """Median time (ms) of the matmuls any exact implementation of `config`'s step must do
     at full size, on its device and dtype, timed like a step (`settings.warmup` untimed,
@@ -24,8 +31,7 @@ def matmul_floor_ms(config: Config, settings: Settings) -> float | None:
     logits alone. Outputs go into buffers allocated once, so allocation and page faults
     are not timed. Calibrated once per device, dtype, workload, shape, thread count and
     settings in a process; None when it fails (its N × vocab buffer does not fit, say)."""
-    key = (config.device, config.dtype, config.workload, config.tokens, config.vocab, config.d_model,
-           torch.get_num_threads(), settings)
+    key = floor_key(config, settings)
     if key not in _FLOORS:
         try:
             _FLOORS[key] = _time_matmuls(config, settings)

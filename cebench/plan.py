@@ -51,9 +51,12 @@ class Plan:
 
 def make(points: Sequence[Config], shard: Shard | None, done: set[tuple[str, ...]], warmup: int,
          repeats: int) -> Plan:
-    """This shard's share of `points`, without those whose key is in `done`."""
-    costs = [nominal_cost_s(p, warmup, repeats) for p in points]
-    mine = [points[i] for i in shard_mod.select(points, costs, shard)]
+    """This shard's share of `points` (all of them without a shard), without those whose
+    key is in `done`."""
+    mine = list(points)
+    if shard is not None:
+        costs = [nominal_cost_s(p, warmup, repeats) for p in points]
+        mine = [p for p, s in zip(points, shard_mod.assign(costs, shard.count)) if s == shard.index]
     todo = [p for p in mine if point_key(p) not in done]
     return Plan(todo, len(points), shard, len(mine), len(mine) - len(todo))
 

@@ -120,7 +120,7 @@ def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Calla
     floors: dict[tuple[object, ...], float | None] = {}
 
     def measure(point: Config) -> Result:
-        shape = (point.device, point.dtype, point.workload, point.tokens, point.vocab, point.d_model)
+        shape = limits.floor_key(point, settings)  # the children's thread count is the parent's
         if shape not in floors:
             calibration = isolate.call(limits.matmul_floor_ms, (point, settings), child, timeout_s)
             floors[shape] = calibration.value if calibration.status == "ok" else None

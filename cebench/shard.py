@@ -132,10 +132,3 @@ def assign(costs: Sequence[float], count: int) -> list[int]:
         shards[i] = s
         heapq.heappush(loads, (load + costs[i], s))
     return shards
-
-
-def select(points: Sequence[object], costs: Sequence[float], shard: Shard | None) -> list[int]:
-    """Indices into `points` that belong to `shard` (all of them when it is None), in order."""
-    if shard is None:
-        return list(range(len(points)))
-    return [i for i, s in enumerate(assign(costs, shard.count)) if s == shard.index]

@@ -197,12 +197,13 @@ def _announce(plan: Plan, points: list[Config], device: str, path: Path, setting
     parts.append(f"{len(points)} to measure" + (" each in a fresh process" if child else "")
                  + (f" ({cannot} of variants that cannot run here left out)" if cannot else ""))
     rates: dict[str, float] = {}
-    for dtype in dict.fromkeys(p.dtype for p in points):
+    dtypes = dict.fromkeys(p.dtype for p in points)
+    for dtype in dtypes:
         if child is None:
             rates[dtype] = plan_mod.matmul_rate(device, dtype)
         elif (outcome := isolate_mod.call(plan_mod.matmul_rate, (device, dtype), child, RATE_TIMEOUT_S)).value:
             rates[dtype] = outcome.value
-    if points and len(rates) == len({p.dtype for p in points}):
+    if points and len(rates) == len(dtypes):
         compiled = sum(variants.get(p.variant).compiled for p in points)
         floor = plan_mod.estimate_s(points, settings.warmup, settings.repeats, rates)
         speeds = ", ".join(f"{r / 1e9:,.0f} GFLOP/s in {d}" for d, r in rates.items())
