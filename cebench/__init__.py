@@ -5,7 +5,7 @@ swept over batch, context, vocabulary, hidden size and chunk size.
 """
 from importlib.metadata import PackageNotFoundError, version
 
-from cebench.contract import LossFn, SampleFn, variant
+from cebench.losses.contract import LossFn, SampleFn, variant
 
 __all__ = ["LossFn", "SampleFn", "variant", "__version__"]
 

@@ -11,9 +11,9 @@ import time
 
 import torch
 
-from cebench.grid import Grid
-from cebench.predict import predict
-from cebench.variants import REGISTRY
+from cebench.core.grid import Grid
+from cebench.analyze.predict import predict
+from cebench.losses.variants import REGISTRY
 
 BATCHES = tuple(sorted({4 + round(i * 252 / 99) for i in range(100)}))  # 100 batch sizes, 4 … 256
 

@@ -3,7 +3,7 @@
 Run on a machine with a CUDA GPU (not part of the test suite):
     .venv/bin/python results/gpu_check.py [OUT_DIR]
 It measures a handful of configs of the seed's 1B setting (bf16, context 128, vocab 50257,
-d_model 2048) with `cebench.runner.run` on cuda, predicts the same configs, prints both
+d_model 2048) with `cebench.run.runner.run` on cuda, predicts the same configs, prints both
 peak deltas and their ratio, and writes measured.csv and predicted.csv to OUT_DIR (default
 the current folder) so `cebench check`/`plot` can read them. `--device cpu` runs the same
 comparison on the CPU, for trying the script out.
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from cebench.grid import Grid
-from cebench.predict import predict
-from cebench.results import ResultWriter
-from cebench.runner import Settings, run
+from cebench.core.grid import Grid
+from cebench.analyze.predict import predict
+from cebench.store.results import ResultWriter
+from cebench.run.runner import Settings, run
 
 
 def main(argv: list[str]) -> None:

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.config import Config
-from cebench.runner import Settings
+from cebench.core.config import Config
+from cebench.run.runner import Settings
 
 FAST = Settings(warmup=1, repeats=2)
 
@@ -26,7 +26,7 @@ def cpu_config(variant: str = "dense", batch: int = 2, context: int = 64, vocab:
 @pytest.fixture
 def registry(monkeypatch):
     """The variant registry, restored after the test (register test-only variants here)."""
-    from cebench import variants
+    from cebench.losses import variants
 
     monkeypatch.setattr(variants, "REGISTRY", dict(variants.REGISTRY))
     return variants

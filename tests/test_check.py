@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from cebench.cli import app
-from cebench.variants import Variant
+from cebench.losses.variants import Variant
 from conftest import fail, rewrite, sweep_csv
 
 def rows(frame: pd.DataFrame, variant: str, batch: int) -> pd.Series:

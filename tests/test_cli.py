@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.results import COLUMNS
+from cebench.store.results import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 CEBENCH = Path(sys.executable).parent / "cebench"

@@ -3,8 +3,8 @@ from collections import Counter
 
 import pytest
 
-from cebench.errors import UsageError
-from cebench.grid import DEFAULTS, GridOptions, parse_ints
+from cebench.core.errors import UsageError
+from cebench.core.grid import DEFAULTS, GridOptions, parse_ints
 
 
 def test_default_cpu_sweep_covers_every_loss_variant_two_batches_and_two_chunk_sizes():

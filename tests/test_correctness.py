@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cebench import inputs, variants
+from cebench.losses import inputs, variants
 from conftest import cpu_config
 
 

@@ -11,13 +11,13 @@ from matplotlib import image
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.config import Config
-from cebench.explain import GRADIENT, SAVED, TEMPORARY, explain
-from cebench.explain_plot import figure
+from cebench.core.config import Config
+from cebench.analyze.explain import GRADIENT, SAVED, TEMPORARY, explain
+from cebench.render.explain_plot import figure
 from cebench.measure.timeline import RECOMPUTE
-from cebench.predict import predict
-from cebench.runner import Settings, run
-from cebench.units import format_bytes
+from cebench.analyze.predict import predict
+from cebench.run.runner import Settings, run
+from cebench.core.units import format_bytes
 from conftest import cpu_config
 
 # An odd CPU shape: N = 111 rows, not a multiple of ce_chunk, and N > 2 × ce_chunk.

@@ -11,8 +11,8 @@ import torch
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.runner import run
-from cebench.variants import Variant
+from cebench.run.runner import run
+from cebench.losses.variants import Variant
 from conftest import FAST, cpu_config
 
 
@@ -95,7 +95,7 @@ def test_a_write_that_fails_stops_the_sweep_in_one_line(tmp_path, monkeypatch):
                 raise OSError(28, "No space left on device")
             return self.inner.writerow(row)
 
-    monkeypatch.setattr("cebench.results.csv.writer", FullDisk)
+    monkeypatch.setattr("cebench.store.results.csv.writer", FullDisk)
     out = tmp_path / "r.csv"
     res = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--batch", "1,2", "--context", "8", "--vocab", "100",
                                    "--d-model", "8", "--variant", "dense", "--repeats", "1", "--out", str(out)])

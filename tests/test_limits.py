@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cebench import limits
+from cebench.measure import limits
 from cebench.cli import app
-from cebench.config import Config
-from cebench.predict import count_flops
-from cebench.runner import Settings, run
+from cebench.core.config import Config
+from cebench.analyze.predict import count_flops
+from cebench.run.runner import Settings, run
 from conftest import FAST, cpu_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cebench import plan
+from cebench.run import plan
 from cebench.cli import app
-from cebench.results import KEY_COLUMNS, check_out, load
-from cebench.errors import UsageError
+from cebench.store.results import KEY_COLUMNS, check_out, load
+from cebench.core.errors import UsageError
 
 CEBENCH = Path(sys.executable).parent / "cebench"
 MISBEHAVING = Path(__file__).parent / "data" / "misbehaving.py"
@@ -91,7 +91,7 @@ def test_the_plan_is_announced_and_a_long_grid_warned_about(tmp_path, monkeypatc
 
 
 def test_estimate_counts_the_matmul_work():
-    from cebench.config import Config
+    from cebench.core.config import Config
 
     point = Config("dense", "loss", "cpu", "fp32", 2, 8, 100, 4, None)
     assert plan.matmul_flops(point) == 6 * 16 * 100 * 4

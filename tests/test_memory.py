@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from cebench.measure.memory import CPU_METHOD, cpu_peak, running_peak, storage_bytes
-from cebench.runner import run
+from cebench.run.runner import run
 from conftest import FAST, cpu_config
 
 

@@ -14,9 +14,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from typer.testing import CliRunner, Result
 
-from cebench import plot as plotting
+from cebench.render import plot as plotting
 from cebench.cli import app
-from cebench.results import load
+from cebench.store.results import load
 from conftest import fail, rewrite, sweep_csv
 
 NAMES = ("memory-vs-batch", "time-vs-batch", "memory-vs-time")

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from cebench.cli import app
 from cebench.measure.memory import CPU_METHOD
 from cebench.measure.tracker import StorageTracker
-from cebench.predict import COMPILED_REASON, PREDICTED, fit, largest_fitting, predict, predict_peak
-from cebench.runner import Settings, run
+from cebench.analyze.predict import COMPILED_REASON, PREDICTED, fit, largest_fitting, predict, predict_peak
+from cebench.run.runner import Settings, run
 from conftest import cpu_config
 
 ONE_STEP = Settings(warmup=1, repeats=1)

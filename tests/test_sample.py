@@ -4,7 +4,7 @@ import csv
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.runner import run
+from cebench.run.runner import run
 from conftest import FAST, cpu_config
 
 

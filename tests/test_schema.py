@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.results import ADDED, COLUMNS, SCHEMA_VERSION, load, samples
+from cebench.store.results import ADDED, COLUMNS, SCHEMA_VERSION, load, samples
 from conftest import SMALL, rewrite, sweep_csv
 
 ROOT = Path(__file__).resolve().parents[1]

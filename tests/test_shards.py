@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cebench import plan
+from cebench.run import plan
 from cebench.cli import app
-from cebench.errors import UsageError
-from cebench.grid import GridOptions
-from cebench.results import KEY_COLUMNS, load
-from cebench.shard import Shard, assign, from_env, local_index, out_path, parse, run_id
+from cebench.core.errors import UsageError
+from cebench.core.grid import GridOptions
+from cebench.store.results import KEY_COLUMNS, load
+from cebench.run.shard import Shard, assign, from_env, local_index, out_path, parse, run_id
 
 BIN = Path(sys.executable).parent
 GRID = ["--device", "cpu", "--variant", "dense,chunked", "--batch", "1,2,3", "--context", "16", "--vocab", "600",

@@ -1,8 +1,8 @@
 """Human units: three significant digits, no exponents, the unit that reads best."""
 import pytest
 
-from cebench.errors import UsageError
-from cebench.units import format_bytes, format_ms, format_ms_range, format_sig3, parse_bytes
+from cebench.core.errors import UsageError
+from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3, parse_bytes
 
 
 @pytest.mark.parametrize("n,text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.00 KiB"), (1018 * 1024, "1018 KiB"),

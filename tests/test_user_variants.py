@@ -14,13 +14,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cebench import inputs, variants
+from cebench.losses import inputs, variants
 from cebench.cli import app
-from cebench.config import Config
+from cebench.core.config import Config
 from cebench.measure.memory import cpu_peak
-from cebench.runner import run
-from cebench.verify import LOSS_CASES, verify_loss
-from cebench.workloads import make_step
+from cebench.run.runner import run
+from cebench.analyze.verify import LOSS_CASES, verify_loss
+from cebench.losses.workloads import make_step
 from conftest import FAST
 
 CEBENCH = Path(sys.executable).parent / "cebench"

@@ -5,9 +5,9 @@ import torch.nn.functional as F
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.implementations import vendored_chunked_cross_entropy, vendored_chunked_sample
-from cebench.variants import Variant
-from cebench.verify import LOSS_CASES, SampleCase, verify_loss, verify_sampler
+from cebench.losses.builtin import vendored_chunked_cross_entropy, vendored_chunked_sample
+from cebench.losses.variants import Variant
+from cebench.analyze.verify import LOSS_CASES, SampleCase, verify_loss, verify_sampler
 
 
 def _skips_partial_chunk(h, weight, targets, ce_chunk):

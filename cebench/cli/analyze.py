@@ -10,12 +10,12 @@ from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
 from cebench.cli.options import Columns, Wide
-from cebench.errors import UsageError
-from cebench.table import Column, Table
-from cebench.units import format_bytes, format_ms
+from cebench.core.errors import UsageError
+from cebench.render.table import Column, Table
+from cebench.core.units import format_bytes, format_ms
 
 if TYPE_CHECKING:
-    from cebench.check import CheckReport
+    from cebench.analyze.check import CheckReport
 
 CSV_HELP = "A results CSV written by cebench sweep or predict."
 LAST_ROW = "Where the CSV holds a configuration more than once (sweeps append), its last row is used."
@@ -33,8 +33,8 @@ def show(
 ) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    from cebench.report import markdown, results_table, view
-    from cebench.results import distinct, latest, load
+    from cebench.render.report import markdown, results_table, view
+    from cebench.store.results import distinct, latest, load
 
     frame = load(csv)
     rows = latest(frame)
@@ -73,8 +73,8 @@ def plot(
                                            "context=128."),
     svg: bool = typer.Option(False, "--svg", help="Also write each figure as SVG."),
 ) -> None:
-    from cebench.plot import default_out_dir, plot as draw, select
-    from cebench.results import load
+    from cebench.render.plot import default_out_dir, plot as draw, select
+    from cebench.store.results import load
 
     frame = select(load(csv), filters)
     for path in draw(frame, out_dir or default_out_dir(csv), x=x, svg=svg):
@@ -86,9 +86,9 @@ def _percent(fraction: Fraction) -> str:
 
 
 def check_table(report: CheckReport) -> Table:
-    """Every regressed, improved and missing point of a `cebench.check.CheckReport`, one row
+    """Every regressed, improved and missing point of a `cebench.analyze.check.CheckReport`, one row
     each, grouped under its shape."""
-    from cebench.check import MEMORY, TIME, Finding
+    from cebench.analyze.check import MEMORY, TIME, Finding
 
     table = Table([Column("verdict", "verdict", right=False), Column("variant", "variant", right=False),
                    Column("ce_chunk", "chunk"), Column("metric", "metric", right=False),
@@ -124,7 +124,7 @@ def _shape_label(config: dict) -> str:
 
 def _summary(report: CheckReport) -> Text:
     """'PASS: …' or 'FAIL: …' with the counts and the tolerances applied."""
-    from cebench.check import ALPHA
+    from cebench.analyze.check import ALPHA
 
     time = ("time not gated" if report.time_tol is None
             else f"time tolerance {_percent(report.time_tol)} (Mann-Whitney p < {ALPHA:g})")
@@ -159,8 +159,8 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
     wide: Wide = False,
 ) -> None:
-    from cebench.check import compare, parse_tolerance
-    from cebench.results import load
+    from cebench.analyze.check import compare, parse_tolerance
+    from cebench.store.results import load
 
     mem = parse_tolerance(mem_tol, "--mem-tol")
     time = None if time_tol is None else parse_tolerance(time_tol, "--time-tol")

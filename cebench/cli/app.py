@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
-from cebench.config import LOSS
-from cebench.errors import UsageError
+from cebench.core.config import LOSS
+from cebench.core.errors import UsageError
 
 # Placeholders in option help texts, filled in when help is shown (so variants that
 # entry points or a user register appear too).
@@ -25,7 +25,7 @@ LOSS_VARIANTS = "{loss variants}"
 
 def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> None:
     """Fill in the variant list of now, and drop the type placeholder after each flag."""
-    from cebench import variants
+    from cebench.losses import variants
 
     for param in command.get_params(ctx):
         if getattr(param, "is_flag", False) and param.metavar is None:
@@ -80,10 +80,10 @@ err = Console(stderr=True, markup=False, emoji=False, soft_wrap=True)  # log lin
 
 
 def print_table(table: object, wide: bool = False, columns: str | None = None) -> None:
-    """Print a `cebench.table.Table` whole at the terminal's width: columns that do not fit
+    """Print a `cebench.render.table.Table` whole at the terminal's width: columns that do not fit
     are left out and named below (`wide`: every column; `columns`: exactly these keys)."""
-    from cebench.grid import split
-    from cebench.table import render
+    from cebench.core.grid import split
+    from cebench.render.table import render
 
     keep = split(columns, "--columns") if columns is not None else None
     try:

@@ -11,14 +11,14 @@ import typer
 
 from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import LIST, CeChunk, Columns, Wide
-from cebench.config import LOSS
-from cebench.errors import UsageError
-from cebench.grid import DEFAULTS, DEVICES, Grid, GridOptions
-from cebench.table import Column, Table
-from cebench.units import format_bytes
+from cebench.core.config import LOSS
+from cebench.core.errors import UsageError
+from cebench.core.grid import DEFAULTS, DEVICES, Grid, GridOptions
+from cebench.render.table import Column, Table
+from cebench.core.units import format_bytes
 
 if TYPE_CHECKING:
-    from cebench.explain import Explanation
+    from cebench.analyze.explain import Explanation
 
 DEFAULT_VARIANTS = "dense,chunked"
 TARGETS = ("auto",) + DEVICES
@@ -56,8 +56,8 @@ def _one_shape(grid: Grid) -> None:
 def breakdown_table(e: Explanation) -> Table:
     """What is alive at the peak: a line per group of one shape and dtype, a row per kind of
     tensor in it (kind, creating op, phase, autograd node or custom op), then the total."""
-    from cebench.explain import group_text, sizes_text
-    from cebench.results import PREDICTED
+    from cebench.analyze.explain import group_text, sizes_text
+    from cebench.store.results import PREDICTED
 
     c = e.config
     name = c.variant if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
@@ -134,9 +134,9 @@ def explain_command(
 
     import torch
 
-    from cebench import variants
-    from cebench.explain import Unexplainable, explain, to_json
-    from cebench.explain_plot import save
+    from cebench.losses import variants
+    from cebench.analyze.explain import Unexplainable, explain, to_json
+    from cebench.render.explain_plot import save
 
     device = ("cuda" if torch.cuda.is_available() else "cpu") if target == "auto" else target
     meta = meta or (device == "cuda" and not torch.cuda.is_available())

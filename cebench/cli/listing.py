@@ -4,9 +4,9 @@ from __future__ import annotations
 import typer
 from rich.text import Text
 
-from cebench import variants
+from cebench.losses import variants
 from cebench.cli.app import command, out
-from cebench.grid import resolve_device
+from cebench.core.grid import resolve_device
 
 
 @command(name="variants")

@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from cebench.cli.app import command, err, out
-from cebench.errors import UsageError
+from cebench.core.errors import UsageError
 
 
 @command()
@@ -24,8 +24,8 @@ def merge(
     last row (a crash mid-write) is left out with a warning. The file is written whole or
     not at all.
     """
-    from cebench.merge import merge as merge_rows
-    from cebench.merge import write
+    from cebench.store.merge import merge as merge_rows
+    from cebench.store.merge import write
 
     if out_path.exists():
         raise UsageError(f"--out {out_path}: exists; merge writes a new file (choose another name)")

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
-from cebench import variants
+from cebench.losses import variants
 from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import (Batch, CeChunk, Columns, Context, DModel, Dtype, LossVariantNames, Temperature,
                                  VariantNames, Vocab, Wide, Workload)
-from cebench.config import LOSS
-from cebench.errors import UsageError
-from cebench.grid import DEVICES, GridOptions, resolve_device
-from cebench.table import Column, Table
-from cebench.units import format_bytes, parse_bytes
+from cebench.core.config import LOSS
+from cebench.core.errors import UsageError
+from cebench.core.grid import DEVICES, GridOptions, resolve_device
+from cebench.render.table import Column, Table
+from cebench.core.units import format_bytes, parse_bytes
 
 if TYPE_CHECKING:
-    from cebench.predict import Fit
-    from cebench.results import Result
+    from cebench.analyze.predict import Fit
+    from cebench.store.results import Result
 
 Target = typer.Option("cuda", help="Device the prediction is for: cuda (storages rounded to the caching "
                                    "allocator's 512-byte blocks) or cpu (exact bytes). Sets the defaults too.")
@@ -61,7 +61,7 @@ def predict_command(
     """
     grid = GridOptions.from_params(ctx.params).grid(_target(target))
     if out_path is not None:
-        from cebench.results import check_out
+        from cebench.store.results import check_out
 
         check_out(out_path)  # a foreign or unwritable --out is refused before anything is predicted
 
@@ -69,9 +69,9 @@ def predict_command(
 
     variants.smoke_test(grid.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
 
-    from cebench.predict import predict
-    from cebench.report import results_table
-    from cebench.results import ResultWriter, to_frame
+    from cebench.analyze.predict import predict
+    from cebench.render.report import results_table
+    from cebench.store.results import ResultWriter, to_frame
 
     writer = ResultWriter(out_path) if out_path is not None else None
     rows = [predict(point) for point in grid.expand()]
@@ -148,8 +148,8 @@ def fit_command(
         raise UsageError("fit takes one --context, --vocab, --d-model and --dtype at a time")
     variants.smoke_test(grid.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
 
-    from cebench.predict import fit, predict
-    from cebench.runner import Settings, run
+    from cebench.analyze.predict import fit, predict
+    from cebench.run.runner import Settings, run
 
     points = []
     for point in grid.expand():  # a variant that cannot be predicted at batch 1 cannot be fitted

@@ -12,15 +12,15 @@ import typer
 from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import (Batch, CeChunk, Columns, Context, DModel, Dtype, Temperature, VariantNames,
                                  Vocab, Wide, Workload)
-from cebench import shard as shard_mod
-from cebench.config import Config, Settings
-from cebench.errors import UsageError
-from cebench.grid import DEFAULTS, GridOptions, resolve_device, split
+from cebench.run import shard as shard_mod
+from cebench.core.config import Config, Settings
+from cebench.core.errors import UsageError
+from cebench.core.grid import DEFAULTS, GridOptions, resolve_device, split
 
 if TYPE_CHECKING:
-    from cebench.isolate import Child
-    from cebench.plan import Plan
-    from cebench.results import Result
+    from cebench.run.isolate import Child
+    from cebench.run.plan import Plan
+    from cebench.store.results import Result
 
 POINT_TIMEOUT_S = 1800.0  # seconds an isolated point may run by default (a 1B-setting compile takes minutes)
 RATE_TIMEOUT_S = 300.0  # seconds the pre-sweep matmul-rate probe may take in a child process
@@ -108,18 +108,18 @@ def sweep(
     timeout_s = (point_timeout or POINT_TIMEOUT_S) if isolate else None
     path, where = shard_mod.out_path(out_path, shard, os.environ)
 
-    from cebench.results import check_out, done_keys
+    from cebench.store.results import check_out, done_keys
 
     check_out(path)  # a foreign or unwritable --out is refused before torch is even imported
     done = done_keys(path) if resume else set()
 
     import torch
 
-    from cebench import plan as plan_mod
-    from cebench.isolate import Child
-    from cebench.report import results_table
-    from cebench.results import ResultWriter, to_frame
-    from cebench.runner import isolated, run, smoke_test_isolated
+    from cebench.run import plan as plan_mod
+    from cebench.run.isolate import Child
+    from cebench.render.report import results_table
+    from cebench.store.results import ResultWriter, to_frame
+    from cebench.run.runner import isolated, run, smoke_test_isolated
 
     if threads is not None:
         torch.set_num_threads(threads)
@@ -183,10 +183,10 @@ def _announce(plan: Plan, points: list[Config], device: str, path: Path, setting
               child: Child | None) -> None:
     """One line before the first point: what the sweep will measure, and a floor on how
     long that takes; a warning for a grid long enough to want shards."""
-    from cebench import isolate as isolate_mod
-    from cebench import plan as plan_mod
-    from cebench import variants
-    from cebench.units import format_duration
+    from cebench.run import isolate as isolate_mod
+    from cebench.run import plan as plan_mod
+    from cebench.losses import variants
+    from cebench.core.units import format_duration
 
     parts = [f"{plan.total} points on {device}"]
     if plan.shard:
@@ -240,7 +240,7 @@ class _Progress:
         self.bar.update(self.task, description=self.tag + label)
 
     def done(self, label: str, result: Result) -> None:
-        from cebench.units import format_bytes, format_ms
+        from cebench.core.units import format_bytes, format_ms
 
         self.count += 1
         self.bar.advance(self.task)

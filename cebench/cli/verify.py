@@ -8,13 +8,13 @@ from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
 from cebench.cli.options import Columns, Dtype, Temperature, VariantNames, Wide
-from cebench.config import WORKLOADS
-from cebench.errors import UsageError
-from cebench.grid import check_temperature, check_vocab, parse_dtypes, select_variants
-from cebench.table import Column, Table
+from cebench.core.config import WORKLOADS
+from cebench.core.errors import UsageError
+from cebench.core.grid import check_temperature, check_vocab, parse_dtypes, select_variants
+from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
-    from cebench.verify import LossCheck, SamplerCheck
+    from cebench.analyze.verify import LossCheck, SamplerCheck
 
 
 def _verdict(passed: bool | None) -> Text:
@@ -24,7 +24,7 @@ def _verdict(passed: bool | None) -> Text:
 
 
 def _table(title: str, specs: list[tuple[str, str, bool, int]]) -> Table:
-    """A `cebench.table.Table` of (key, header, right-justified, priority) columns."""
+    """A `cebench.render.table.Table` of (key, header, right-justified, priority) columns."""
     return Table([Column(k, h, right=r, priority=p) for k, h, r, p in specs], title=title)
 
 
@@ -91,7 +91,7 @@ def verify(
         raise UsageError(f"--ce-chunk: {ce_chunk} must be a positive integer")
     check_temperature(temperature)
 
-    from cebench.verify import LOSS_CASES, SampleCase, run_all
+    from cebench.analyze.verify import LOSS_CASES, SampleCase, run_all
 
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
     with out.status("verifying (compiled variants compile once per variant and dtype)…"):

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from cebench.config import Config
-from cebench.errors import UsageError
+from cebench.core.config import Config
+from cebench.core.errors import UsageError
 
 SCHEMA_VERSION = 3  # 1: cebench 0.1.0 (no schema_version, no time_ms_samples); 2: no flops, tflops_per_s,
 # matmul_floor_ms, shard

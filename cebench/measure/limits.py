@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from cebench import inputs as inputs_mod
-from cebench.config import LOSS, Config, Settings
+from cebench.losses import inputs as inputs_mod
+from cebench.core.config import LOSS, Config, Settings
 from cebench.measure.memory import free_memory
 from cebench.measure.timing import time_once, time_steps
 

@@ -34,8 +34,8 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory  # noqa: E402
 
-from cebench.errors import UsageError  # noqa: E402
-from cebench.results import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, latest  # noqa: E402
+from cebench.core.errors import UsageError  # noqa: E402
+from cebench.store.results import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, latest  # noqa: E402
 
 X_PARAMS = ("batch", "context", "vocab", "d_model")
 # Each configuration parameter not on the x axis that takes several values splits a
@@ -44,7 +44,7 @@ PARAMS = SHAPE_COLUMNS
 MAX_PANELS = 16
 REFERENCE = "fp32 logits (N × vocab × 4)"
 REFERENCE_STYLE = dict(linestyle="--", color="0.45", linewidth=1.2)
-# What any exact implementation must spend (`cebench.limits`): memory figures draw the lower
+# What any exact implementation must spend (`cebench.measure.limits`): memory figures draw the lower
 # bound, time figures the matmul floor; the trade-off figure draws both.
 LOWER_BOUND = "lower bound: what any exact step must allocate"
 FLOOR = "matmul floor: the full-size matmuls alone, timed"

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from cebench.config import LOSS, SAMPLE, WORKLOADS
-from cebench.errors import UsageError, describe
+from cebench.core.config import LOSS, SAMPLE, WORKLOADS
+from cebench.core.errors import UsageError, describe
 
 if TYPE_CHECKING:
     import torch

@@ -6,7 +6,7 @@ A variant's function is given either as a callable or as an import path
 is `compiled(base)`.
 
 Besides the built-in variants, `resolve` accepts what a user names on the command line:
-``package.module:function`` or ``path/to/file.py:function`` (see `cebench.contract`), and
+``package.module:function`` or ``path/to/file.py:function`` (see `cebench.losses.contract`), and
 any name with ``-compiled`` appended (``torch-lce-compiled``, ``my.mod:ce-compiled``) for
 its `torch.compile`d twin. Installed packages ship variants through the entry-point group
 ``cebench.variants`` (entry-point name = variant name, value = ``module:function``): they
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 
-from cebench import contract, loader
-from cebench.config import LOSS, SAMPLE
-from cebench.errors import UsageError
+from cebench.losses import contract, loader
+from cebench.core.config import LOSS, SAMPLE
+from cebench.core.errors import UsageError
 
 Fn = Callable[..., object]
 GROUP = "cebench.variants"
@@ -146,7 +146,7 @@ def compiled(base: Variant) -> Variant:
 
 
 def from_callable(obj: object, name: str, origin: str, where: str) -> Variant:
-    """A variant of a user's function (checked against `cebench.contract`)."""
+    """A variant of a user's function (checked against `cebench.losses.contract`)."""
     a = contract.adapt(obj, name, where)
     return Variant(a.name, a.workload, a.fn, chunked=a.chunked, compiled=False, summary=a.summary, origin=origin)
 
@@ -227,7 +227,7 @@ def baseline(workload: str) -> str | None:
     return next((v.name for v in REGISTRY.values() if v.workload == workload and v.baseline), None)
 
 
-_IMPL = "cebench.implementations"
+_IMPL = "cebench.losses.builtin"
 _dense = register(Variant("dense", LOSS, f"{_IMPL}:dense_cross_entropy", chunked=False, compiled=False,
                           summary="F.linear + F.cross_entropy on fp32-upcast full logits", baseline=True))
 _chunked = register(Variant("chunked", LOSS, f"{_IMPL}:vendored_chunked_cross_entropy", chunked=True,

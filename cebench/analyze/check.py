@@ -21,9 +21,9 @@ from fractions import Fraction
 
 import pandas as pd
 
-from cebench.errors import UsageError
-from cebench.results import FAILED, KEY_COLUMNS, distinct, latest, samples
-from cebench.stats import mann_whitney_greater
+from cebench.core.errors import UsageError
+from cebench.store.results import FAILED, KEY_COLUMNS, distinct, latest, samples
+from cebench.analyze.stats import mann_whitney_greater
 
 ALPHA = 0.05  # significance threshold of the time gate's one-sided Mann-Whitney U test
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cebench.config import LOSS, Config
+from cebench.core.config import LOSS, Config
 
 SEED = 0
 

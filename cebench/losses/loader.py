@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from cebench.errors import UsageError, describe
+from cebench.core.errors import UsageError, describe
 
 
 def is_spec(text: str) -> bool:

@@ -6,11 +6,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cebench import shard as shard_mod
-from cebench import variants
-from cebench.config import SAMPLE, Config
-from cebench.results import point_key
-from cebench.shard import Shard
+from cebench.run import shard as shard_mod
+from cebench.losses import variants
+from cebench.core.config import SAMPLE, Config
+from cebench.store.results import point_key
+from cebench.run.shard import Shard
 
 # A nominal cost model, used only to balance shards (it must not depend on the machine, so
 # that every process computes the same split): matmul work at these rates (FLOP/s) plus
@@ -66,7 +66,7 @@ def matmul_rate(device: str, dtype: str) -> float:
     warm-up; 1024² on CPU in fp32, 256² in the slow half types there, 4096² on CUDA)."""
     import torch
 
-    from cebench.config import torch_dtype
+    from cebench.core.config import torch_dtype
     from cebench.measure.timing import time_once
 
     n = 4096 if device == "cuda" else (1024 if dtype == "fp32" else 256)

@@ -1,7 +1,7 @@
 """The built-in implementations: dense references and the vendored system under test.
 
 A loss is ``fn(h, weight, targets, ce_chunk) -> scalar mean loss``; a sampler is
-``fn(h, weight, temperature, ce_chunk) -> (N,) int64 token ids`` (see `cebench.contract`).
+``fn(h, weight, temperature, ce_chunk) -> (N,) int64 token ids`` (see `cebench.losses.contract`).
 """
 from __future__ import annotations
 

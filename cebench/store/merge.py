@@ -8,9 +8,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cebench.errors import UsageError
-from cebench.results import COLUMNS, KEY_COLUMNS, PREDICTED, load, read_rows
-from cebench.shard import Shard, parse
+from cebench.core.errors import UsageError
+from cebench.store.results import COLUMNS, KEY_COLUMNS, PREDICTED, load, read_rows
+from cebench.run.shard import Shard, parse
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from cebench.errors import UsageError
+from cebench.core.errors import UsageError
 
 
 @dataclass(frozen=True)

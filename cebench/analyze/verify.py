@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from cebench import inputs, variants
-from cebench.implementations import vendored_chunked_cross_entropy
-from cebench.config import LOSS, SAMPLE, Config
+from cebench.losses import inputs, variants
+from cebench.losses.builtin import vendored_chunked_cross_entropy
+from cebench.core.config import LOSS, SAMPLE, Config
 
 # Max-norm relative error allowed per input dtype. fp32: accumulation-order rounding
 # (observed ~1e-7); bf16/fp16: gradients are returned in that dtype (eps 2^-8, 2^-11).

@@ -11,16 +11,18 @@ from collections.abc import Callable
 
 import torch
 
-from cebench import inputs as inputs_mod
-from cebench import isolate, limits, variants
-from cebench.predict import count_flops
-from cebench.config import Config, Settings
-from cebench.errors import UsageError, describe
-from cebench.isolate import Child
+from cebench.losses import inputs as inputs_mod
+from cebench.run import isolate
+from cebench.measure import limits
+from cebench.losses import variants
+from cebench.analyze.predict import count_flops
+from cebench.core.config import Config, Settings
+from cebench.core.errors import UsageError, describe
+from cebench.run.isolate import Child
 from cebench.measure.memory import MemoryReading, free_memory, measure_peak
 from cebench.measure.timing import Timing, time_once, time_steps
-from cebench.results import Result
-from cebench.workloads import make_step
+from cebench.store.results import Result
+from cebench.losses.workloads import make_step
 
 
 def device_name(device: str) -> str:

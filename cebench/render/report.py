@@ -7,16 +7,16 @@ from __future__ import annotations
 import pandas as pd
 from rich.text import Text
 
-from cebench import variants
-from cebench.results import SHAPE_COLUMNS
-from cebench.table import Column, Table
-from cebench.units import format_bytes, format_ms, format_ms_range, format_sig3
+from cebench.losses import variants
+from cebench.store.results import SHAPE_COLUMNS
+from cebench.render.table import Column, Table
+from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
 
 NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
 NOISE_MARK = "~"
 _STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "red", "timeout": "red", "unsupported": "yellow"}
 # The view's columns besides the shape: (key, header, priority; 0 is always shown).
-# vs bound / vs floor: the row against what any exact implementation must spend (`cebench.limits`).
+# vs bound / vs floor: the row against what any exact implementation must spend (`cebench.measure.limits`).
 _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
            ("mem_vs_base", "vs base", 1), ("mem_vs_lower_bound", "vs bound", 3), ("peak_bytes", "peak", 6)]
 _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "vs base", 2),

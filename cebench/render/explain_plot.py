@@ -23,12 +23,12 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from cebench.errors import UsageError  # noqa: E402
+from cebench.core.errors import UsageError  # noqa: E402
 from cebench.measure.timeline import FORWARD  # noqa: E402
-from cebench.explain import GRADIENT, KINDS, SAVED, TEMPORARY, Explanation, group_text, sizes_text  # noqa: E402
-from cebench.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit  # noqa: E402
-from cebench.results import PREDICTED  # noqa: E402
-from cebench.units import format_bytes  # noqa: E402
+from cebench.analyze.explain import GRADIENT, KINDS, SAVED, TEMPORARY, Explanation, group_text, sizes_text  # noqa: E402
+from cebench.render.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit  # noqa: E402
+from cebench.store.results import PREDICTED  # noqa: E402
+from cebench.core.units import format_bytes  # noqa: E402
 
 COLORS = {GRADIENT: "tab:green", SAVED: "tab:blue", TEMPORARY: "tab:orange"}
 LABELS = {GRADIENT: "gradient (of h or weight)", SAVED: "saved for backward", TEMPORARY: "temporary"}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cebench.errors import UsageError, describe
+from cebench.core.errors import UsageError, describe
 
 JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)
 
@@ -44,7 +44,7 @@ def setup(child: Child) -> None:
     """Bring this process to where the parent stood (see `Child`)."""
     import torch
 
-    from cebench import variants
+    from cebench.losses import variants
 
     if child.threads is not None:
         torch.set_num_threads(child.threads)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from cebench.errors import UsageError
+from cebench.core.errors import UsageError
 
 _BINARY = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _SIZE_UNITS = {

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from cebench.config import SAMPLE, Config
-from cebench.inputs import Inputs
+from cebench.core.config import SAMPLE, Config
+from cebench.losses.inputs import Inputs
 
 
 @dataclass(frozen=True)

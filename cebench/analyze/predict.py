@@ -13,14 +13,14 @@ from typing import TypeVar
 
 from torch.utils.flop_counter import FlopCounterMode
 
-from cebench import inputs as inputs_mod
-from cebench import variants
-from cebench.config import ITEMSIZE, Config
-from cebench.errors import describe
+from cebench.losses import inputs as inputs_mod
+from cebench.losses import variants
+from cebench.core.config import ITEMSIZE, Config
+from cebench.core.errors import describe
 from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import CUDA_BLOCK_BYTES, StorageTracker, watch_rng_states
-from cebench.results import PREDICTED, Result
-from cebench.workloads import make_step
+from cebench.store.results import PREDICTED, Result
+from cebench.losses.workloads import make_step
 
 COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
                    "measure compiled variants with cebench sweep")

@@ -6,9 +6,9 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from cebench import variants
-from cebench.config import DTYPE_ALIASES, DTYPES, LOSS, WORKLOADS, Config
-from cebench.errors import UsageError
+from cebench.losses import variants
+from cebench.core.config import DTYPE_ALIASES, DTYPES, LOSS, WORKLOADS, Config
+from cebench.core.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,17 @@ from dataclasses import dataclass
 
 import torch
 
-from cebench import inputs as inputs_mod
-from cebench import variants
-from cebench.config import ITEMSIZE, Config
-from cebench.errors import describe
+from cebench.losses import inputs as inputs_mod
+from cebench.losses import variants
+from cebench.core.config import ITEMSIZE, Config
+from cebench.core.errors import describe
 from cebench.measure.allocations import ProfiledStep
 from cebench.measure.memory import CPU_METHOD, round_up, storage_bytes
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
 from cebench.measure.tracker import OpTracker
-from cebench.predict import OpaqueOp, granularity, trace
-from cebench.results import PREDICTED
-from cebench.workloads import make_step
+from cebench.analyze.predict import OpaqueOp, granularity, trace
+from cebench.store.results import PREDICTED
+from cebench.losses.workloads import make_step
 
 GRADIENT, SAVED, TEMPORARY = "gradient", "saved", "temporary"
 KINDS = (GRADIENT, SAVED, TEMPORARY)  # drawn bottom up

@@ -1,0 +1,1 @@
+"""Computations over steps and results: predictions, fits, explanations, checks, verification."""

@@ -1,0 +1,1 @@
+"""What is measured: the variant registry, the built-in losses, users' losses, inputs and steps."""

@@ -1,0 +1,1 @@
+"""Running a sweep: one point at a time, in isolation, planned and sharded."""

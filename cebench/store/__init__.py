@@ -1,0 +1,1 @@
+"""The results CSV: its schema, writing, reading and merging."""
