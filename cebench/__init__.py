@@ -1,15 +1,31 @@
 """cebench: what a cross-entropy-over-vocabulary implementation really costs.
 
 Peak memory and step time of loss (and sampling) implementations over a vocabulary,
-swept over batch, context, vocabulary, hidden size and chunk size.
+swept over batch, context, vocabulary, hidden size, dtype and chunk size. The Python API
+(`cebench.api`: `sweep`, `predict`, `fit`, `explain`, `verify`, `check`, `load`, `Sweep`)
+is importable from here; it imports torch only when called.
 """
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from cebench.core.errors import UsageError
 from cebench.losses.contract import LossFn, SampleFn, variant
 
-__all__ = ["LossFn", "SampleFn", "variant", "__version__"]
+_API = ("Sweep", "GridOptions", "sweep", "predict", "fit", "explain", "verify", "check", "load")
+__all__ = ["LossFn", "SampleFn", "UsageError", "variant", "__version__", *_API]
 
 try:
     __version__ = version("cebench")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported on first use (so that `cebench --help` stays fast)."""
+    if name in _API:
+        from cebench import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'cebench' has no attribute {name!r}")

@@ -11,9 +11,9 @@ import time
 
 import torch
 
-from cebench.core.grid import Grid
 from cebench.analyze.predict import predict
 from cebench.losses.variants import REGISTRY
+from cebench.run.grid import GridOptions
 
 BATCHES = tuple(sorted({4 + round(i * 252 / 99) for i in range(100)}))  # 100 batch sizes, 4 … 256
 
@@ -26,10 +26,11 @@ def rss_mib() -> float:
 
 def main() -> None:
     eager = tuple(name for name, v in REGISTRY.items() if not v.compiled)
-    probe = Grid(eager, "cuda", ("bf16",), BATCHES[:1], (128,), (50257,), (2048,), (2048,)).expand()
+    shape = {"dtype": "bf16", "context": 128, "vocab": 50257, "d_model": 2048}
+    probe = GridOptions(variant=eager, batch=BATCHES[:1], ce_chunk=2048, **shape).grid("cuda").expand()
     # The variants predict can trace (not the peers with custom ops or Triton kernels).
     eager = tuple(dict.fromkeys(p.variant for p in probe if predict(p).status == "ok"))
-    grid = Grid(eager, "cuda", ("bf16",), BATCHES, (128,), (50257,), (2048,), (2048, 8192))
+    grid = GridOptions(variant=eager, batch=BATCHES, ce_chunk="2048,8192", **shape).grid("cuda")
     points = grid.expand()
     start = time.perf_counter()
     rss_after_10 = None

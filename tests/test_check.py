@@ -1,6 +1,7 @@
 """`cebench check`: the peak-memory regression gate, on real sweep CSVs edited row by row."""
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 import subprocess
@@ -57,7 +58,8 @@ def test_baseline_peak_lowered_by_10_percent_fails(measured, tmp_path):
     assert r["exit_code"] == 1 and not r["passed"]
     [finding] = r["regressed"]
     assert finding["config"] == {"variant": "chunked", "workload": "loss", "device": "cpu", "dtype": "fp32",
-                                 "batch": 2, "context": 32, "vocab": 1000, "d_model": 16, "ce_chunk": 16}
+                                 "batch": 2, "context": 32, "vocab": 1000, "d_model": 16, "ce_chunk": 16,
+                                 "ignore_frac": 0}
     assert finding["metric"] == "peak_delta_bytes"
     assert finding["change"] == pytest.approx(1 / 0.9 - 1, abs=1e-4)
     assert finding["current"] > finding["baseline"]
@@ -192,32 +194,51 @@ def test_installed_entry_point_exits_1_on_regression(measured, tmp_path):
     assert "FAIL: 4 points matched; 1 regressed" in proc.stdout and "Traceback" not in proc.stderr
 
 
-def _sleeper(seconds: float):
-    def loss(h, weight, targets, ce_chunk):
-        time.sleep(seconds)
-        return (h.sum() + weight.sum()) * 0.0
-    return loss
+class FakeClock:
+    """`time.perf_counter` for a sweep whose step times are chosen, not measured: the
+    clock moves 1 µs a reading, and `cost(ms)` a loss whose each call moves it `ms` more
+    (0.1 % more each call, so that no two samples tie)."""
+
+    def __init__(self) -> None:
+        self.now, self.calls = 0.0, 0
+
+    def __call__(self) -> float:
+        self.now += 1e-6
+        return self.now
+
+    def cost(self, ms: float):
+        def loss(h, weight, targets, ce_chunk):
+            self.calls += 1
+            self.now += ms / 1e3 * (1 + self.calls / 1000)
+            return (h.sum() + weight.sum()) * 0.0
+        return loss
 
 
-def _timed_sweep(registry, path: Path, seconds: float) -> Path:
-    """A real sweep of a variant whose step sleeps `seconds` (plus a few µs of work)."""
-    registry.REGISTRY.pop("sleepy", None)
-    registry.register(Variant("sleepy", "loss", _sleeper(seconds), chunked=False, compiled=False, summary="test"))
-    result = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--variant", "sleepy", "--batch", "1",
+def _timed_sweep(registry, clock: FakeClock, path: Path, ms: float) -> Path:
+    """A real sweep of a variant whose step takes `ms` on `clock`."""
+    registry.REGISTRY.pop("timed", None)
+    registry.register(Variant("timed", "loss", clock.cost(ms), chunked=False, compiled=False, summary="test"))
+    result = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--variant", "timed", "--batch", "1",
                                       "--context", "8", "--vocab", "100", "--d-model", "8", "--repeats", "6",
                                       "--out", str(path)])
     assert result.exit_code == 0, result.output
     return path
 
 
-def test_time_gate_fails_a_real_slowdown(registry, tmp_path):
-    baseline = _timed_sweep(registry, tmp_path / "fast.csv", 0.01)
-    slow = _timed_sweep(registry, tmp_path / "slow.csv", 0.02)
+def test_time_gate_fails_a_slowdown_a_sweep_measured(registry, tmp_path, monkeypatch):
+    clock = FakeClock()
+    with monkeypatch.context() as patch:
+        patch.setattr(time, "perf_counter", clock)  # the step times are the clock's: nothing left to chance
+        baseline = _timed_sweep(registry, clock, tmp_path / "fast.csv", 10)
+        slow = _timed_sweep(registry, clock, tmp_path / "slow.csv", 20)
+    fast_ms, slow_ms = ([float(v) for v in next(csv.DictReader(p.open()))["time_ms_samples"].split()]
+                        for p in (baseline, slow))
+    assert len(fast_ms) == len(slow_ms) == 6 and max(fast_ms) < 11 and 20 < min(slow_ms)
     r = report(slow, "--baseline", baseline, "--time-tol", "5%")
     assert r["exit_code"] == 1 and r["alpha"] == 0.05
     [finding] = r["regressed"]
-    assert finding["metric"] == "time_ms_median" and finding["change"] > 0.5
-    assert finding["p_value"] < 0.01  # 6 + 6 samples without overlap: p = 1/924
+    assert finding["metric"] == "time_ms_median" and finding["change"] > 0.8
+    assert finding["p_value"] == pytest.approx(1 / 924)  # 6 + 6 samples without overlap: the exact test's least p
     assert report(baseline, "--baseline", baseline, "--time-tol", "5%")["exit_code"] == 0
 
 

@@ -4,7 +4,8 @@ from collections import Counter
 import pytest
 
 from cebench.core.errors import UsageError
-from cebench.core.grid import DEFAULTS, GridOptions, parse_ints
+from cebench.core.axes import BY_NAME, parse_ints
+from cebench.run.grid import GridOptions
 
 
 def test_default_cpu_sweep_covers_every_loss_variant_two_batches_and_two_chunk_sizes():
@@ -17,7 +18,7 @@ def test_default_cpu_sweep_covers_every_loss_variant_two_batches_and_two_chunk_s
     assert {p.batch for p in points} == {2, 8} and {p.ce_chunk for p in points} == {None, 256, 512}
     assert {p.dtype for p in points} == {"fp32"}
     # N = 1,024 tokens at batch 8: four chunks of 256, so chunking engages.
-    assert max(p.tokens for p in points) >= 4 * min(DEFAULTS["cpu"].ce_chunk)
+    assert max(p.tokens for p in points) >= 4 * min(BY_NAME["ce_chunk"].default("cpu"))
 
 
 def test_cuda_defaults_are_the_seeds_1b_setting_in_bf16():
@@ -49,3 +50,20 @@ def test_parse_ints_keeps_order_drops_duplicates_and_rejects_bad_values():
 def test_a_grid_whose_logits_no_int64_can_count_is_refused():
     with pytest.raises(UsageError, match="the full fp32 logits would take"):
         GridOptions(batch="2147483647", context="2147483647", vocab="4").grid("cpu")
+
+
+def test_ignore_frac_is_an_axis_off_by_default_and_checked():
+    points = GridOptions(batch="1", context="8", vocab="100", d_model="8", variant="dense",
+                         ignore_frac="0,0.25").grid("cpu").expand()
+    assert [p.ignore_frac for p in points] == [0.0, 0.25]
+    assert GridOptions(variant="dense").grid("cpu").expand()[0].ignore_frac == 0.0
+    for text in ("1", "-0.1", "x", "0.5,"):
+        with pytest.raises(UsageError) as info:
+            GridOptions(ignore_frac=text).grid("cpu")
+        assert info.value.param == "ignore_frac"
+
+
+def test_an_unknown_axis_is_a_usage_error_naming_it():
+    with pytest.raises(UsageError) as info:
+        GridOptions(batchsize="8")
+    assert info.value.param == "batchsize"

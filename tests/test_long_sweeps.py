@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 
 from cebench.run import plan
 from cebench.cli import app
-from cebench.store.results import KEY_COLUMNS, check_out, load
+from cebench.store.files import check_out
+from cebench.store.frame import load
+from cebench.store.schema import KEY_COLUMNS
 from cebench.core.errors import UsageError
 
 CEBENCH = Path(sys.executable).parent / "cebench"
@@ -52,30 +54,52 @@ def test_resume_measures_only_the_missing_points(tmp_path):
     assert list(frame["status"]) == ["ok", "error", "ok", "ok", "ok"]
 
 
-def test_isolated_points_survive_an_abort_and_a_hang(tmp_path):
-    out = tmp_path / "r.csv"
-    variants = f"{MISBEHAVING}:abort_loss,{MISBEHAVING}:sleepy_loss,dense"
-    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--batch", "1", "--variant", variants,
+@pytest.fixture(scope="module")
+def isolated(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One isolated sweep by the installed command, shared by the tests below (each of its
+    points is a process start): a variant that aborts on the smoke test's tiny problem
+    too, one that aborts on its points only, one that hangs, and dense and chunked."""
+    out = tmp_path_factory.mktemp("isolated") / "r.csv"
+    variants = ",".join(f"{MISBEHAVING}:{fn}" for fn in ("abort_always_loss", "abort_loss", "sleepy_loss"))
+    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--batch", "1", "--variant", f"{variants},dense,chunked",
                            "--point-timeout", "20", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    return out, proc
+
+
+@pytest.mark.slow
+def test_isolated_points_survive_an_abort_and_a_hang(isolated):
+    out, proc = isolated
     assert "each in a fresh process" in proc.stderr
     rows = list(csv.DictReader(out.open()))
-    assert [r["status"] for r in rows] == ["error", "timeout", "ok"]
-    assert rows[0]["error"] == "the point's process died of SIGABRT (exit code -6)"
-    assert rows[1]["error"].startswith("no result after 20 s (--point-timeout)")
-    assert int(rows[2]["peak_delta_bytes"]) > 0 and len({r["device_name"] for r in rows}) == 1
-    assert len(load(out)) == 3 and CliRunner().invoke(app, ["show", str(out)]).exit_code == 0
+    assert [r["status"] for r in rows] == ["error", "error", "timeout", "ok", "ok"]
+    assert rows[1]["error"] == "the point's process died of SIGABRT (exit code -6)"
+    assert rows[2]["error"].startswith("no result after 20 s (--point-timeout)")
+    assert all(int(r["peak_delta_bytes"]) > 0 for r in rows[3:]) and len({r["device_name"] for r in rows}) == 1
+    assert len(load(out)) == 5 and CliRunner().invoke(app, ["show", str(out)]).exit_code == 0
 
 
-def test_isolated_memory_is_the_in_process_memory(tmp_path):
-    runner = CliRunner()
-    inside, isolated = tmp_path / "in.csv", tmp_path / "iso.csv"
-    assert runner.invoke(app, ["sweep", *GRID, "--batch", "2", "--out", str(inside)]).exit_code == 0
-    result = runner.invoke(app, ["sweep", *GRID, "--batch", "2", "--isolate", "--out", str(isolated)])
+@pytest.mark.slow
+def test_isolation_survives_a_variant_that_crashes_on_any_input(isolated):
+    """A variant that aborts on the smoke test's tiny problem too: the sweep goes on, a
+    warning names it, and its point is its row."""
+    out, proc = isolated
+    assert f"warning: --variant {MISBEHAVING}:abort_always_loss: on the smoke test's tiny problem, the point's " \
+           "process died of SIGABRT" in proc.stderr
+    assert proc.stderr.count("on the smoke test's tiny problem") == 1  # the others pass it
+    (row,) = [r for r in csv.DictReader(out.open()) if r["variant"].endswith(":abort_always_loss")]
+    assert row["status"] == "error" and "SIGABRT" in row["error"]
+
+
+@pytest.mark.slow
+def test_isolated_memory_is_the_in_process_memory(isolated, tmp_path):
+    inside = tmp_path / "in.csv"
+    result = CliRunner().invoke(app, ["sweep", *GRID, "--batch", "1", "--out", str(inside)])
     assert result.exit_code == 0, result.output
-    a, b = load(inside), load(isolated)
-    cols = ["peak_bytes", "base_bytes", "peak_delta_bytes", "flops"]
-    assert a[cols].equals(b[cols])
+    a, b = load(inside), load(isolated[0])
+    b = b[b["variant"].isin(["dense", "chunked"])].reset_index(drop=True)
+    cols = ["variant", "ce_chunk", "peak_bytes", "base_bytes", "peak_delta_bytes", "flops"]
+    assert len(a) == 2 and a[cols].equals(b[cols])
 
 
 def test_the_plan_is_announced_and_a_long_grid_warned_about(tmp_path, monkeypatch):
@@ -112,25 +136,25 @@ BAD = [
     (["predict", "--batch", "99999999999999999999"], "--batch: 99999999999999999999 is too large"),
     (["sweep", "--batch", ""], "--batch: empty"),
     (["sweep", "--shard", "2/2"], "--shard: '2/2' is not INDEX/COUNT"),
-    (["sweep", "--resume"], "--resume needs --out"),
+    (["sweep", "--resume"], "--resume: needs --out"),
     (["sweep", "--point-timeout", "-1"], "--point-timeout: -1 must be a positive number"),
-    (["sweep", "--no-isolate", "--point-timeout", "5"], "--point-timeout needs --isolate"),
+    (["sweep", "--no-isolate", "--point-timeout", "5"], "--point-timeout: needs --isolate"),
     (["merge", "{binary}", "--out", "{new}"], "is not a cebench results CSV"),
     (["merge", "{new}", "--out", "{other}"], "no such file"),
 ]
 
 
 @pytest.mark.parametrize("args,message", BAD)
-def test_bad_input_is_one_line_and_touches_no_file(tmp_path, args, message):
+def test_bad_input_is_one_line_and_touches_no_file(tmp_path, monkeypatch, args, message):
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"PK\x03\x04\x00\x00\xff\xfe binary \x00")
     (tmp_path / "file").write_text("a file, not a folder\n")
     names = {"binary": binary, "file": tmp_path / "file", "new": tmp_path / "new.csv", "other": tmp_path / "o.csv"}
     before = {p: p.read_bytes() for p in tmp_path.iterdir()}
-    proc = subprocess.run([str(CEBENCH), *[a.format(**names) for a in args]], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    monkeypatch.chdir(tmp_path)  # where a default results/ folder would appear
+    result = CliRunner().invoke(app, [a.format(**names) for a in args])
+    assert result.exit_code == 2, result.output  # an unexpected exception is exit code 1
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing created or changed
 
 
@@ -151,31 +175,16 @@ def test_an_unreadable_out_is_named(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
 def test_fit_measure_without_the_target_names_target():
-    proc = subprocess.run([str(CEBENCH), "fit", "--measure", "--budget", "1GiB"], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 2 and "--target cuda: no CUDA GPU" in proc.stderr and "use --target cpu" in proc.stderr
-    assert "--device" not in proc.stderr
+    result = CliRunner().invoke(app, ["fit", "--measure", "--budget", "1GiB"])
+    assert result.exit_code == 2 and "--target: no CUDA GPU" in result.stderr and "use cpu" in result.stderr
+    assert "--device" not in result.stderr
 
 
-def test_isolation_survives_a_variant_that_crashes_on_any_input(tmp_path):
-    """A variant that aborts on the smoke test's tiny problem too: the sweep goes on, a
-    warning names it, and its point is its row."""
-    always = tmp_path / "always.py"
-    always.write_text("import os\n\ndef abort_loss(h, weight, targets):\n    os.abort()\n")
-    out = tmp_path / "r.csv"
-    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--batch", "1", "--variant", f"{always}:abort_loss,dense",
-                           "--isolate", "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert f"warning: --variant {always}:abort_loss: on the smoke test's tiny problem, the point's process died " \
-           "of SIGABRT" in proc.stderr
-    assert [r["status"] for r in csv.DictReader(out.open())] == ["error", "ok"]
-
-
+@pytest.mark.slow
 def test_a_broken_contract_is_still_a_usage_error_when_isolated(tmp_path):
     wrong = tmp_path / "wrong.py"
     wrong.write_text("def loss(h, weight, targets):\n    return h.sum(dim=1)\n")
     out = tmp_path / "r.csv"
-    proc = subprocess.run([str(CEBENCH), "sweep", *GRID, "--variant", f"{wrong}:loss", "--isolate", "--out",
-                           str(out)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "returned Tensor of shape (12,)" in proc.stderr, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+    result = CliRunner().invoke(app, ["sweep", *GRID, "--variant", f"{wrong}:loss", "--isolate", "--out", str(out)])
+    assert result.exit_code == 2 and "returned Tensor of shape (12,)" in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()

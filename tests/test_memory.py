@@ -2,15 +2,18 @@
 import pytest
 import torch
 
-from cebench.measure.memory import CPU_METHOD, cpu_peak, running_peak, storage_bytes
+from cebench.core import devices
+from cebench.measure.memory import running_peak, storage_bytes
 from cebench.run.runner import run
 from conftest import FAST, cpu_config
 
+CPU = devices.get("cpu")
+
 
 def test_probe_reports_one_known_allocation_exactly():
-    reading = cpu_peak(lambda: torch.empty(12_345, dtype=torch.float64), live=[])
+    reading = CPU.peak(lambda: torch.empty(12_345, dtype=torch.float64), live=[])
     assert reading.peak_delta_bytes == 12_345 * 8
-    assert reading.method == CPU_METHOD
+    assert reading.method == CPU.mem_method
 
 
 def test_probe_peak_is_the_high_water_mark_not_the_sum():
@@ -21,12 +24,12 @@ def test_probe_peak_is_the_high_water_mark_not_the_sum():
         torch.empty(250, dtype=torch.float32)
         return keep
 
-    assert cpu_peak(step, live=[]).peak_delta_bytes == 4000
+    assert CPU.peak(step, live=[]).peak_delta_bytes == 4000
 
 
 def test_base_counts_live_storages_once():
     a = torch.zeros(100, 10)
-    reading = cpu_peak(lambda: None, live=[a, a.t(), a[3:]])
+    reading = CPU.peak(lambda: None, live=[a, a.t(), a[3:]])
     assert reading.base_bytes == storage_bytes([a]) == 4000
     assert reading.peak_bytes == 4000
 
@@ -70,12 +73,13 @@ def test_timing_columns_are_ordered():
     assert result.compile_s is None
 
 
+@pytest.mark.slow
 @pytest.mark.compile
 def test_compiled_variant_memory_comes_from_allocator_events():
     config = cpu_config("dense-compiled", batch=4, context=64, vocab=3000, d_model=32)
     result = run(config, FAST)
     assert result.status == "ok", result.error
-    assert result.mem_method == CPU_METHOD
+    assert result.mem_method == CPU.mem_method
     # Inductor fuses the softmax, but the (N, vocab) logits buffer is still allocated by
     # compiled code: the probe must see it (a dispatch-mode tracker sees nothing there).
     assert result.peak_delta_bytes >= result.logits_fp32_bytes

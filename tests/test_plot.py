@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 
 from cebench.render import plot as plotting
 from cebench.cli import app
-from cebench.store.results import load
+from cebench.store.frame import load
 from conftest import fail, rewrite, sweep_csv
 
 NAMES = ("memory-vs-batch", "time-vs-batch", "memory-vs-time")

@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.measure.memory import CPU_METHOD
+from cebench.core import devices
 from cebench.measure.tracker import StorageTracker
 from cebench.analyze.predict import COMPILED_REASON, PREDICTED, fit, largest_fitting, predict, predict_peak
 from cebench.run.runner import Settings, run
@@ -74,7 +74,7 @@ def test_predict_for_cpu_agrees_with_the_measured_peak(variant, workload, shape)
                         ce_chunk=chunk if "chunked" in variant else None)
     measured = run(config, ONE_STEP)
     predicted = predict(config)
-    assert measured.mem_method == CPU_METHOD and predicted.mem_method == PREDICTED
+    assert measured.mem_method == devices.get("cpu").mem_method and predicted.mem_method == PREDICTED
     assert predicted.base_bytes == measured.base_bytes
     diff = abs(predicted.peak_delta_bytes - measured.peak_delta_bytes)
     assert diff <= max(0.01 * measured.peak_delta_bytes, 64 * 1024), (predicted.peak_delta_bytes, measured.peak_delta_bytes)

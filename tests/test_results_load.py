@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from cebench.cli import app
-from cebench.store.results import COLUMNS
+from cebench.store.schema import COLUMNS
 from conftest import SMALL, rewrite
 
 HEADER = ",".join(COLUMNS)

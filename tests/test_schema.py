@@ -4,6 +4,8 @@ release may add."""
 from __future__ import annotations
 
 import csv
+import dataclasses
+import pickle
 import statistics
 from pathlib import Path
 
@@ -12,8 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.store.results import ADDED, COLUMNS, SCHEMA_VERSION, load, samples
-from conftest import SMALL, rewrite, sweep_csv
+from cebench.store import schema
+from cebench.store.files import ResultWriter
+from cebench.store.frame import load, samples, to_frame
+from cebench.store.schema import ADDED, COLUMNS, SCHEMA_VERSION
+from conftest import SMALL, cpu_config, rewrite, sweep_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "results" / "baseline.csv"  # written by cebench 0.1.0: schema 1
@@ -86,3 +91,94 @@ def test_appending_to_a_previous_release_csv_keeps_its_columns_and_warns(tmp_pat
     assert lines[0] == BASELINE.read_text().splitlines()[0] and len(lines) == len(BASELINE.read_text().splitlines()) + 1
     assert len(load(old)) == len(lines) - 1
     assert set(COLUMNS) - set(lines[0].split(",")) == set(ADDED)
+
+
+# The declarations and what is derived from them: fast, nothing measured.
+
+def test_a_columns_kind_puts_it_among_the_int_or_float_columns():
+    assert COLUMNS == tuple(c.name for c in schema.DECLARED) and len(set(COLUMNS)) == len(COLUMNS)
+    for column in schema.DECLARED:
+        assert (column.name in schema.INT_COLUMNS) == (column.kind == "int")
+        assert (column.name in schema.FLOAT_COLUMNS) == (column.kind == "float")
+        assert (column.name in schema.SAMPLES_COLUMNS) == (column.kind == "samples")
+    assert schema.SAMPLES_COLUMNS == ("time_ms_samples",)
+    assert {"batch", "peak_delta_bytes", "flops", "schema_version"} <= set(schema.INT_COLUMNS)
+    assert {"time_ms_median", "tflops_per_s", "matmul_floor_ms"} <= set(schema.FLOAT_COLUMNS)
+
+
+def test_added_columns_and_the_schema_version_come_from_the_declarations():
+    assert ADDED == {"time_ms_samples": 2, "schema_version": 2, "flops": 3, "tflops_per_s": 3,
+                     "matmul_floor_ms": 3, "shard": 3, "ignore_frac": 4}
+    assert SCHEMA_VERSION == 4 == max(c.added for c in schema.DECLARED)
+    assert ADDED == {c.name: c.added for c in schema.DECLARED if c.added > 1}
+    assert set(schema.BEFORE) == set(ADDED) and schema.BEFORE["schema_version"] == "1"
+    # every row written before the ignore_frac axis existed ignored no target
+    assert schema.BEFORE["ignore_frac"] == "0"
+    assert {v for k, v in schema.BEFORE.items() if k not in ("schema_version", "ignore_frac")} == {""}
+
+
+def test_an_axis_column_is_derived_from_the_axis_and_keys_every_point():
+    from cebench.core.axes import AXES
+
+    for axis in AXES:
+        column = schema.BY_NAME[axis.name]
+        assert (column.kind, column.doc, column.added) == (axis.kind, axis.doc, axis.added)
+    assert schema.KEY_COLUMNS[3:] == tuple(a.name for a in AXES)
+
+
+def test_what_a_row_needs_exists_in_every_schema():
+    # a column an older file lacks can key a point only where it reads as a value there
+    for names in (schema.KEY_COLUMNS, schema.SHAPE_COLUMNS, schema.REQUIRED_VALUES, schema.OK_MEMORY,
+                  schema.OK_TIME):
+        assert set(names) <= set(COLUMNS)
+        assert all(schema.BEFORE[c] != "" for c in set(names) & set(ADDED))
+
+
+def test_status_values_are_the_csv_cells():
+    Status = schema.Status
+    assert [s.value for s in Status] == ["ok", "oom", "error", "timeout", "unsupported"]
+    assert Status.OK == "ok" and "oom" in schema.FAILED and "ok" in schema.DONE and "unsupported" not in schema.FAILED
+    assert set(schema.FAILED) == {"oom", "error", "timeout"} and set(schema.DONE) == {"ok", "oom"}
+    assert str(Status.TIMEOUT) == f"{Status.TIMEOUT}" == "timeout" and hash(Status.OK) == hash("ok")
+    assert Status("oom") is Status.OOM and schema.STATUSES == tuple(Status)
+
+
+def test_result_is_generated_from_the_columns(tmp_path):
+    assert tuple(f.name for f in dataclasses.fields(schema.Result)) == COLUMNS
+    result = schema.Result.blank(cpu_config(ce_chunk=None), "a cpu")
+    config_columns = [c.name for c in schema.DECLARED if c.source == "config"]
+    assert {c: getattr(result, c) for c in config_columns} == {c: getattr(cpu_config(), c) for c in config_columns}
+    assert result.status is schema.Status.OK and result.device_name == "a cpu"
+    assert result.schema_version == SCHEMA_VERSION and result.torch_version and result.threads >= 1
+    measured = [c for c in schema.DECLARED if c.source == "measured"]
+    assert all(getattr(result, c.name) == ("" if c.kind == "text" else None) for c in measured)
+    assert pickle.loads(pickle.dumps(result)) == result  # it crosses process boundaries (isolate)
+    with pytest.raises(TypeError):
+        schema.Result(variant="dense")  # the config and run columns are required
+    # Written and read back: the Status is its string, the samples one cell.
+    result.status, result.time_ms_samples = schema.Status.OOM, (1.5, 2.0)
+    with ResultWriter(tmp_path / "r.csv") as writer:
+        writer.write(result)
+    row = next(csv.DictReader((tmp_path / "r.csv").open()))
+    assert row["status"] == "oom" and row["time_ms_samples"] == "1.5 2" and row["peak_bytes"] == ""
+    frame = to_frame([result])
+    assert type(frame["status"][0]) is str and frame["time_ms_samples"][0] == "1.5 2"
+
+
+def test_the_readme_holds_the_generated_column_reference():
+    readme = (ROOT / "README.md").read_text()
+    assert schema.between(readme) == schema.reference(), (
+        "README.md's column table is out of date: run `python -m cebench.store.schema --readme README.md`")
+    assert schema.splice(readme) == readme
+    lines = schema.reference().splitlines()
+    assert len(lines) == 2 + len(COLUMNS) and all(f"`{c}`" in line for c, line in zip(COLUMNS, lines[2:]))
+
+
+def test_the_reference_prints_and_splices(capsys, tmp_path):
+    assert schema.main([]) == 0 and capsys.readouterr().out == schema.reference()
+    stale = tmp_path / "README.md"
+    stale.write_text(f"intro\n{schema.START}\n| old |\n{schema.END}\noutro\n")
+    assert schema.main(["--readme", str(stale)]) == 0
+    assert stale.read_text() == f"intro\n{schema.START}\n{schema.reference()}{schema.END}\noutro\n"
+    with pytest.raises(ValueError):
+        schema.between("no markers")

@@ -21,9 +21,10 @@ from fractions import Fraction
 
 import pandas as pd
 
-from cebench.core.errors import UsageError
-from cebench.store.results import FAILED, KEY_COLUMNS, distinct, latest, samples
 from cebench.analyze.stats import mann_whitney_greater
+from cebench.core.errors import UsageError
+from cebench.store.frame import distinct, latest, samples
+from cebench.store.schema import FAILED, KEY_COLUMNS, Status
 
 ALPHA = 0.05  # significance threshold of the time gate's one-sided Mann-Whitney U test
 
@@ -34,12 +35,12 @@ STATUS = "status"
 Key = dict[str, str | int | None]  # a point's configuration: KEY_COLUMNS → value
 
 
-def parse_tolerance(text: str, option: str) -> Fraction:
+def parse_tolerance(text: str, param: str) -> Fraction:
     """'1%', '1' or '0.5%' (a percentage) → the fraction 1/100, 1/100, 1/200. Exact, so a
     growth of exactly the tolerance is told apart from one a byte above it."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%?\s*", text)
     if not match:
-        raise UsageError(f"{option}: '{text}' is not a percentage (examples: 1%, 0.5%, 10)")
+        raise UsageError(f"'{text}' is not a percentage (examples: 1%, 0.5%, 10)", param)
     return Fraction(match.group(1)) / 100
 
 
@@ -106,8 +107,8 @@ class CheckReport:
 
 def _config(row: pd.Series) -> Key:
     """The key columns of a merged row as plain Python values (None for an empty ce_chunk)."""
-    def plain(value: object) -> str | int | None:
-        return None if pd.isna(value) else value if isinstance(value, str) else int(value)
+    def plain(value: object) -> str | int | float | None:
+        return None if pd.isna(value) else value if isinstance(value, str) else _number(value)
     return {c: plain(row[c]) for c in KEY_COLUMNS}
 
 
@@ -164,8 +165,8 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
     for _, row in merged.iterrows():
         config = _config(row)
         base_status, cur_status = row["status_b"], row["status_r"]
-        base_measured = row["_merge"] != "right_only" and base_status != "unsupported"
-        cur_measured = row["_merge"] != "left_only" and cur_status != "unsupported"
+        base_measured = row["_merge"] != "right_only" and base_status != Status.UNSUPPORTED
+        cur_measured = row["_merge"] != "left_only" and cur_status != Status.UNSUPPORTED
         if not (base_measured and cur_measured):
             if base_measured or cur_measured:
                 other = row["error_r"] if base_measured else row["error_b"]
@@ -173,11 +174,11 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
                 report.missing.append(Missing(config, "baseline" if base_measured else "results", detail))
             continue
         report.matched += 1
-        if base_status == "ok" and cur_status in FAILED:
+        if base_status == Status.OK and cur_status in FAILED:
             report.regressed.append(Finding(config, STATUS, base_status, cur_status, None))
-        elif base_status != "ok" and cur_status == "ok":
+        elif base_status != Status.OK and cur_status == Status.OK:
             report.improved.append(Finding(config, STATUS, base_status, cur_status, None))
-        elif base_status == cur_status == "ok":
+        elif base_status == cur_status == Status.OK:
             _compare_metric(report, config, MEMORY, row[f"{MEMORY}_b"], row[f"{MEMORY}_r"], mem_tol)
             if time_tol is not None and pd.notna(row[f"{TIME}_b"]) and pd.notna(row[f"{TIME}_r"]):
                 # predicted rows carry no time: only memory is compared for them

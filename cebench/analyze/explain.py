@@ -22,23 +22,21 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass
 
-import torch
-
-from cebench.losses import inputs as inputs_mod
-from cebench.losses import variants
+from cebench.analyze.predict import OpaqueOp, trace
+from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
+from cebench.losses import inputs as inputs_mod
+from cebench.losses import variants
+from cebench.losses.workloads import make_step
 from cebench.measure.allocations import ProfiledStep
-from cebench.measure.memory import CPU_METHOD, round_up, storage_bytes
+from cebench.measure.memory import round_up
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
 from cebench.measure.tracker import OpTracker
-from cebench.analyze.predict import OpaqueOp, granularity, trace
-from cebench.store.results import PREDICTED
-from cebench.losses.workloads import make_step
+from cebench.store.schema import PREDICTED
 
 GRADIENT, SAVED, TEMPORARY = "gradient", "saved", "temporary"
 KINDS = (GRADIENT, SAVED, TEMPORARY)  # drawn bottom up
-CUDA_EVENTS = "cuda-allocator-events"
 COMPILED_ON_META = ("a dispatch-mode tracker cannot see inside torch.compile'd code; explain compiled variants "
                     "on a real device (--target cpu)")
 
@@ -132,7 +130,8 @@ class Explanation:
 def _kinds(config: Config, timeline: Timeline) -> tuple[str, ...]:
     """The kind of each block of `timeline` (see the module's docstring)."""
     grads = [(n, config.d_model) for n in (config.tokens, config.vocab)]
-    grad_bytes = {round_up(n * d * ITEMSIZE[config.dtype], granularity(config.device)) for n, d in grads}
+    granularity = devices.get(config.device).granularity
+    grad_bytes = {round_up(n * d * ITEMSIZE[config.dtype], granularity) for n, d in grads}
     start = timeline.backward_start
 
     def kind(index: int, block: Block) -> str:
@@ -178,19 +177,15 @@ def explained(config: Config, method: str, base_bytes: int, timeline: Timeline) 
 def _record(config: Config) -> tuple[str, int, Timeline]:
     """One real step of `config` on its device, after one warm-up step (a compiled variant
     compiles there): the method, the bytes live before it, its timeline."""
-    recorder = ProfiledStep(config.device, granularity(config.device))
+    device = devices.get(config.device)
+    recorder = ProfiledStep(device.name, device.granularity)
     x = inputs_mod.make(config)
     step = make_step(recorder.wrap(variants.get(config.variant).build()), x, config)
     step.prepare()
     step.run()
     step.prepare()
     gc.collect()
-    if config.device == "cuda":
-        torch.cuda.synchronize()
-        base, method = torch.cuda.memory_allocated(), CUDA_EVENTS
-    else:
-        base, method = storage_bytes(x.tensors()), CPU_METHOD
-    return method, base, recorder.record(step.run)
+    return device.events_method, device.live_bytes(x.tensors()), recorder.record(step.run)
 
 
 def explain(config: Config, meta: bool = False) -> Explanation:
@@ -262,7 +257,8 @@ def to_json(e: Explanation) -> dict:
         "lower_bound_bytes": c.lower_bound_bytes, "logits_fp32_bytes": c.logits_fp32_bytes,
         "breakdown": [
             {"group": group_text(g, c), "shape": None if x.shape is None else list(x.shape), "dtype": x.dtype,
-             "kind": x.kind, "op": x.op, "phase": x.phase, "node": x.node, "count": x.count, "bytes_each": x.nbytes // x.count, "bytes": x.nbytes,
+             "kind": x.kind, "op": x.op, "phase": x.phase, "node": x.node, "count": x.count,
+              "bytes_each": x.nbytes // x.count, "bytes": x.nbytes,
              "share": x.nbytes / e.peak_delta_bytes if e.peak_delta_bytes else None}
             for g in e.groups for x in g.entries],
         "timeline": {

@@ -1,8 +1,8 @@
 """Peak memory without the hardware: each eager variant's step on `meta` inputs under the
 storage tracker, and the largest batch that fits a memory budget.
 
-`config.device` is the *target*: 'cuda' rounds every storage up to the caching
-allocator's 512-byte blocks, 'cpu' counts exact bytes.
+`config.device` is the *target*: every storage is rounded up to its allocator's
+`Device.granularity` (CUDA's caching allocator: 512-byte blocks; CPU: exact bytes).
 """
 from __future__ import annotations
 
@@ -13,14 +13,15 @@ from typing import TypeVar
 
 from torch.utils.flop_counter import FlopCounterMode
 
-from cebench.losses import inputs as inputs_mod
-from cebench.losses import variants
+from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
-from cebench.measure.memory import MemoryReading, storage_bytes
-from cebench.measure.tracker import CUDA_BLOCK_BYTES, StorageTracker, watch_rng_states
-from cebench.store.results import PREDICTED, Result
+from cebench.losses import inputs as inputs_mod
+from cebench.losses import variants
 from cebench.losses.workloads import make_step
+from cebench.measure.memory import MemoryReading, storage_bytes
+from cebench.measure.tracker import StorageTracker, watch_rng_states
+from cebench.store.schema import PREDICTED, Result, Status
 
 COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
                    "measure compiled variants with cebench sweep")
@@ -33,23 +34,19 @@ class OpaqueOp(Exception):
     """The step ran an op whose allocations a dispatch-mode tracker cannot see."""
 
 
-def granularity(target: str) -> int:
-    """Allocation granularity of the target device, in bytes."""
-    return CUDA_BLOCK_BYTES if target == "cuda" else 1
-
-
 def trace(config: Config, tracker_type: type[Tracker] = StorageTracker) -> tuple[Tracker, int]:
     """One step of `config` on `meta` inputs under a new `tracker_type`: the tracker after
     it, and the bytes of the inputs' storages (on the target device). Nothing is allocated
-    or computed. For a CPU target the RNG states saved by checkpointing count too (on CUDA
-    they live in host memory, outside the device's allocator). `OpaqueOp` when the step
-    ran a custom op."""
-    g = granularity(config.device)
+    or computed. The RNG states saved by checkpointing count too where they live in the
+    target's memory (`Device.host_rng_states_count`: on CPU, not on CUDA). `OpaqueOp`
+    when the step ran a custom op."""
+    target = devices.get(config.device)
+    g = target.granularity
     x = inputs_mod.make(config, device="meta")
     tracker = tracker_type(ignore=x.tensors(), granularity=g)
     step = make_step(tracker.wrap(variants.get(config.variant).load()), x, config)
     step.prepare()
-    rng = watch_rng_states(tracker.rng_state) if config.device == "cpu" else contextlib.nullcontext()
+    rng = watch_rng_states(tracker.rng_state) if target.host_rng_states_count else contextlib.nullcontext()
     with tracker, rng:
         step.run()
     if tracker.opaque:
@@ -96,21 +93,21 @@ def predict(config: Config) -> Result:
     variants are `unsupported`, a step that fails on `meta` is an `error` row."""
     result = Result.blank(config, f"predicted for {config.device}")
     if variants.get(config.variant).compiled:
-        result.status, result.error = "unsupported", COMPILED_REASON
+        result.status, result.error = Status.UNSUPPORTED, COMPILED_REASON
         return result
     reason = variants.get(config.variant).unsupported_reason(config.device)
     if reason:
-        result.status, result.error = "unsupported", reason
+        result.status, result.error = Status.UNSUPPORTED, reason
         return result
     counter = FlopCounterMode(display=False)
     try:
         with counter:  # the FLOPs of the same meta step, as `count_flops` counts a measured row's
             reading = predict_peak(config)
     except OpaqueOp as exc:
-        result.status, result.error = "unsupported", str(exc)
+        result.status, result.error = Status.UNSUPPORTED, str(exc)
         return result
     except Exception as exc:  # an op without a meta kernel, say: report it, go on
-        result.status, result.error = "error", describe(exc)
+        result.status, result.error = Status.ERROR, describe(exc)
         return result
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 
 EXACT_MAX = 50  # samples per side up to which the exact distribution is counted
 
@@ -27,7 +27,7 @@ def _ranks(values: Sequence[float]) -> list[float]:
     return ranks
 
 
-@lru_cache(maxsize=None)
+@cache
 def _count(m: int, n: int, u: int) -> int:
     """Orderings of m x's and n y's in which x precedes y in exactly u of the m·n pairs."""
     if u < 0 or u > m * n:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from cebench.core.config import LOSS, SAMPLE, Config
 from cebench.losses import inputs, variants
 from cebench.losses.builtin import vendored_chunked_cross_entropy
-from cebench.core.config import LOSS, SAMPLE, Config
 
 # Max-norm relative error allowed per input dtype. fp32: accumulation-order rounding
 # (observed ~1e-7); bf16/fp16: gradients are returned in that dtype (eps 2^-8, 2^-11).
@@ -140,7 +140,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str) -> LossCheck:
         return LossCheck(variant, case, dtype, value, tol, loss.item() == 0.0, note)
     ref = _loss_and_grads(_reference, h.double(), w.double(), t, None)
     errors = {q: relative_error(got, want)
-              for q, got, want in zip(("loss", "grad h", "grad weight"), (loss, grad_h, grad_w), ref[:3])}
+              for q, got, want in zip(("loss", "grad h", "grad weight"), (loss, grad_h, grad_w), ref[:3], strict=True)}
     return LossCheck(variant, case, dtype, errors, tol, max(errors.values()) <= tol)
 
 

@@ -4,13 +4,13 @@ Exit codes: 0 success, 1 a check failed (regression, verification), 2 bad input.
 """
 from __future__ import annotations
 
-from cebench.cli import sweep as _sweep  # noqa: F401  (registers the command)
 from cebench.cli import analyze as _analyze  # noqa: F401  (registers show, plot, check)
-from cebench.cli import predict as _predict  # noqa: F401  (registers predict, fit)
-from cebench.cli import verify as _verify  # noqa: F401
-from cebench.cli import listing as _listing  # noqa: F401  (registers variants)
 from cebench.cli import explain as _explain  # noqa: F401
+from cebench.cli import listing as _listing  # noqa: F401  (registers variants)
 from cebench.cli import merge as _merge  # noqa: F401
+from cebench.cli import predict as _predict  # noqa: F401  (registers predict, fit)
+from cebench.cli import sweep as _sweep  # noqa: F401  (registers the command)
+from cebench.cli import verify as _verify  # noqa: F401
 from cebench.cli.app import app
 
 

@@ -11,8 +11,8 @@ from rich.text import Text
 from cebench.cli.app import command, out, print_table
 from cebench.cli.options import Columns, Wide
 from cebench.core.errors import UsageError
-from cebench.render.table import Column, Table
 from cebench.core.units import format_bytes, format_ms
+from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
     from cebench.analyze.check import CheckReport
@@ -34,7 +34,7 @@ def show(
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     from cebench.render.report import markdown, results_table, view
-    from cebench.store.results import distinct, latest, load
+    from cebench.store.frame import distinct, latest, load
 
     frame = load(csv)
     rows = latest(frame)
@@ -58,7 +58,8 @@ def show(
 @command(help=(
     "Draw figures from a results CSV: memory-vs-X.png (peak memory the step adds, with the full fp32 "
     "logits dashed for scale and the lower bound dotted), time-vs-X.png (median step time, p25–p75 band, "
-    "the matmul floor dash-dotted) and memory-vs-time.png (the trade-off, one panel per configuration). One line per variant, chunked variants one per ce_chunk; "
+    "the matmul floor dash-dotted) and memory-vs-time.png (the trade-off, one panel per configuration). One line "
+    "per variant, chunked variants one per ce_chunk; "
     "oom/error points are red crosses in a strip above their panel. One panel per combination of the other "
     f"parameters that vary; X is the --x parameter. {LAST_ROW} Prints the paths written."),
     short_help="Draw memory and time figures from a results CSV.")
@@ -73,8 +74,9 @@ def plot(
                                            "context=128."),
     svg: bool = typer.Option(False, "--svg", help="Also write each figure as SVG."),
 ) -> None:
-    from cebench.render.plot import default_out_dir, plot as draw, select
-    from cebench.store.results import load
+    from cebench.render.plot import default_out_dir, select
+    from cebench.render.plot import plot as draw
+    from cebench.store.frame import load
 
     frame = select(load(csv), filters)
     for path in draw(frame, out_dir or default_out_dir(csv), x=x, svg=svg):
@@ -89,6 +91,7 @@ def check_table(report: CheckReport) -> Table:
     """Every regressed, improved and missing point of a `cebench.analyze.check.CheckReport`, one row
     each, grouped under its shape."""
     from cebench.analyze.check import MEMORY, TIME, Finding
+    from cebench.render.report import shape_label
 
     table = Table([Column("verdict", "verdict", right=False), Column("variant", "variant", right=False),
                    Column("ce_chunk", "chunk"), Column("metric", "metric", right=False),
@@ -99,9 +102,9 @@ def check_table(report: CheckReport) -> Table:
              + [(Text("improved", style="green"), f) for f in report.improved]
              + [(Text(f"only in {m.only_in}", style=missing_style), m) for m in report.missing])
     shape = None
-    for verdict, item in sorted(items, key=lambda vi: _shape_label(vi[1].config)):
-        if _shape_label(item.config) != shape:
-            shape = _shape_label(item.config)
+    for verdict, item in sorted(items, key=lambda vi: shape_label(vi[1].config)):
+        if shape_label(item.config) != shape:
+            shape = shape_label(item.config)
             table.add_group(shape)
         c = item.config
         cells = [verdict, c["variant"], "" if c["ce_chunk"] is None else f"{c['ce_chunk']:,}"]
@@ -115,11 +118,6 @@ def check_table(report: CheckReport) -> Table:
             cells += ["", "", "", "", "", item.detail]
         table.add_row(*cells)
     return table
-
-
-def _shape_label(config: dict) -> str:
-    return (f"batch {config['batch']} × context {config['context']} · vocab {config['vocab']:,} · "
-            f"d_model {config['d_model']:,} · {config['workload']} {config['device']} {config['dtype']}")
 
 
 def _summary(report: CheckReport) -> Text:
@@ -159,13 +157,9 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON instead of a table."),
     wide: Wide = False,
 ) -> None:
-    from cebench.analyze.check import compare, parse_tolerance
-    from cebench.store.results import load
+    from cebench import api
 
-    mem = parse_tolerance(mem_tol, "--mem-tol")
-    time = None if time_tol is None else parse_tolerance(time_tol, "--time-tol")
-    report = compare(load(csv), load(baseline), mem_tol=mem, time_tol=time, strict=strict,
-                     names=(str(csv), str(baseline)))
+    report = api.check(csv, baseline, mem_tol=mem_tol, time_tol=time_tol, strict=strict)
     if as_json:
         typer.echo(report.to_json())
     else:

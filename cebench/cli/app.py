@@ -35,6 +35,11 @@ def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> No
                 LOSS_VARIANTS, ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiled))
 
 
+def message(exc: UsageError) -> str:
+    """A library's `UsageError` in the command line's words: its parameter as a flag."""
+    return exc.message if exc.param is None else f"--{exc.param.replace('_', '-')}: {exc.message}"
+
+
 class _Group(TyperGroup):
     """Every command's `UsageError` becomes one line on stderr and exit code 2."""
 
@@ -46,7 +51,7 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            err.print(Text.assemble(("cebench: error: ", "bold red"), str(exc)), highlight=False, soft_wrap=True)
+            err.print(Text.assemble(("cebench: error: ", "bold red"), message(exc)), highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
 
@@ -82,8 +87,8 @@ err = Console(stderr=True, markup=False, emoji=False, soft_wrap=True)  # log lin
 def print_table(table: object, wide: bool = False, columns: str | None = None) -> None:
     """Print a `cebench.render.table.Table` whole at the terminal's width: columns that do not fit
     are left out and named below (`wide`: every column; `columns`: exactly these keys)."""
-    from cebench.core.grid import split
     from cebench.render.table import render
+    from cebench.run.grid import split
 
     keep = split(columns, "--columns") if columns is not None else None
     try:

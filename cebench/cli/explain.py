@@ -2,41 +2,29 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cebench.api import EXPLAIN_VARIANTS
 from cebench.cli.app import command, err, out, print_table
-from cebench.cli.options import LIST, CeChunk, Columns, Wide
-from cebench.core.config import LOSS
+from cebench.cli.options import LIST, Columns, Wide, with_axes
+from cebench.core.axes import AXES
 from cebench.core.errors import UsageError
-from cebench.core.grid import DEFAULTS, DEVICES, Grid, GridOptions
-from cebench.render.table import Column, Table
 from cebench.core.units import format_bytes
+from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
     from cebench.analyze.explain import Explanation
 
-DEFAULT_VARIANTS = "dense,chunked"
-TARGETS = ("auto",) + DEVICES
 KINDS_NOTE = ("kinds: gradient = a tensor of h's or weight's shape and dtype; saved = made in the forward (or "
               "recomputed in backward) and kept for a later backward node; temporary = the rest. inside = the "
               "autograd node running, or the custom op around it.")
-# One shape: each size option takes a single value (sweep's take lists).
-Batch = Annotated[Optional[str], typer.Option(metavar="N", help="Batch size. Default: the largest of sweep's "
-                                                                 "defaults: cpu 8; cuda 32.")]
-Context = Annotated[Optional[str], typer.Option(metavar="N", help="Context length. Default: 128.")]
-Vocab = Annotated[Optional[str], typer.Option(metavar="N", help="Vocabulary size (≥ 2). Default: 50257.")]
-DModel = Annotated[Optional[str], typer.Option("--d-model", metavar="N", help="Hidden size. Default: cpu 128; "
-                                                                               "cuda 2048.")]
-Dtype = Annotated[Optional[str], typer.Option(metavar="DTYPE", help="Dtype of h and weight: fp32, bf16, fp16. "
-                                                                     "Default: cpu fp32; cuda bf16.")]
-Variants = Annotated[Optional[str], typer.Option(
+Variants = Annotated[str | None, typer.Option(
     "--variant", metavar=LIST, help="Loss variants, comma-separated (see cebench variants; compiled ones on a real "
-                                    f"device only). Default: {DEFAULT_VARIANTS}.")]
+                                    f"device only). Default: {EXPLAIN_VARIANTS}.")]
 
 
 def default_out() -> Path:
@@ -44,20 +32,11 @@ def default_out() -> Path:
     return Path("results") / f"explain-{datetime.now():%Y%m%d-%H%M%S}.png"
 
 
-def _one_shape(grid: Grid) -> None:
-    """explain takes one value of every shape option (ce_chunk may be a list)."""
-    for option, values in (("--batch", grid.batch), ("--context", grid.context), ("--vocab", grid.vocab),
-                           ("--d-model", grid.d_model), ("--dtype", grid.dtype)):
-        if len(values) > 1:
-            raise UsageError(f"{option}: explain takes one value, not {','.join(map(str, values))} "
-                             "(sweep measures a grid)")
-
-
 def breakdown_table(e: Explanation) -> Table:
     """What is alive at the peak: a line per group of one shape and dtype, a row per kind of
     tensor in it (kind, creating op, phase, autograd node or custom op), then the total."""
     from cebench.analyze.explain import group_text, sizes_text
-    from cebench.store.results import PREDICTED
+    from cebench.store.schema import PREDICTED
 
     c = e.config
     name = c.variant if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
@@ -97,15 +76,11 @@ def breakdown_table(e: Explanation) -> Table:
 
 
 @command(name="explain")
+@with_axes(single=("dtype", "batch", "context", "vocab", "d_model", "ignore_frac"),
+           defaults={"batch": "Default: the largest of sweep's defaults: cpu 8; cuda 32."})
 def explain_command(
     ctx: typer.Context,
-    batch: Batch = None,
-    context: Context = None,
-    vocab: Vocab = None,
-    d_model: DModel = None,
-    ce_chunk: CeChunk = None,
     variant: Variants = None,
-    dtype: Dtype = None,
     target: str = typer.Option("auto", metavar="DEVICE",
                                help="Device to explain the step on: auto (cuda when a GPU is visible), cpu or cuda. "
                                     "cuda without a GPU here is predicted on meta tensors. Sets the defaults too."),
@@ -126,33 +101,20 @@ def explain_command(
     for backward, or temporary. Prints what is alive at the peak, grouped by shape and
     dtype, and draws the live bytes over the step, one panel per variant and ce_chunk.
     """
-    target = target.strip().lower()
-    if target not in TARGETS:
-        raise UsageError(f"--target: '{target}' is not one of {', '.join(TARGETS)}")
-    options = replace(GridOptions.from_params(ctx.params), workload=LOSS, variant=DEFAULT_VARIANTS if variant is None else variant)
-    _one_shape(replace(options, batch=options.batch or "1").grid("cpu"))  # checked before torch is imported
+    from cebench import api
+
+    grid = {k: v for k, v in ctx.params.items() if k in {a.name for a in AXES} and v is not None}
+    with err.status("explaining…"):
+        explained = api.explain(target=target, meta=meta, variant=variant or EXPLAIN_VARIANTS, **grid)
+    done, skipped = explained.explanations, dict(explained.not_explained)
+    for label, why in skipped.items():
+        err.print(f"not explained: {label}: {why}", style="yellow", highlight=False)
 
     import torch
 
-    from cebench.losses import variants
-    from cebench.analyze.explain import Unexplainable, explain, to_json
+    from cebench.analyze.explain import to_json
     from cebench.render.explain_plot import save
 
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if target == "auto" else target
-    meta = meta or (device == "cuda" and not torch.cuda.is_available())
-    if options.batch is None:
-        options = replace(options, batch=str(max(DEFAULTS[device].batch)))
-    grid = options.grid(device)
-    variants.smoke_test(grid.variants, "cpu" if meta else device)
-    done, skipped = [], {}
-    for point in grid.expand():
-        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
-        with err.status(f"explaining {label}…"):
-            try:
-                done.append(explain(point, meta))
-            except Unexplainable as exc:
-                skipped[label] = str(exc)
-                err.print(f"not explained: {label}: {exc}", style="yellow", highlight=False)
     if not done:
         raise UsageError("--variant: nothing to explain here (see above)")
     path = save(done, out_path or default_out())

@@ -4,9 +4,9 @@ from __future__ import annotations
 import typer
 from rich.text import Text
 
-from cebench.losses import variants
 from cebench.cli.app import command, out
-from cebench.core.grid import resolve_device
+from cebench.core import devices
+from cebench.losses import variants
 
 
 @command(name="variants")
@@ -20,7 +20,7 @@ def list_variants(
     Any name with -compiled appended is its torch.compile'd twin; a user's function is
     named module:function or file.py:function (see the README, "Bring your own loss").
     """
-    device = resolve_device(device)
+    device = devices.resolve(device).name
     for name in variants.names(None):
         v = variants.get(name)
         reason = v.unsupported_reason(device)
@@ -31,5 +31,6 @@ def list_variants(
         out.print(Text(f"    {v.summary}"), highlight=False)
         if v.on_request or device in v.on_request_on:
             out.print(Text(f"    measured when named with --variant (not in a default {device} sweep)", style="dim"))
-        here = Text(f"    here ({device}): ") + (Text(reason, style="yellow") if reason else Text("runs", style="green"))
+        verdict = Text(reason, style="yellow") if reason else Text("runs", style="green")
+        here = Text(f"    here ({device}): ") + verdict
         out.print(here, highlight=False)

@@ -1,37 +1,80 @@
-"""Option definitions shared by the commands (sweep, predict, fit, verify, show), and the
-grid's options gathered into one `GridOptions` value. Help texts only: nothing here
-parses, and nothing imports torch."""
+"""Option definitions shared by the commands: the axes' options derived from
+`cebench.core.axes.AXES` (`with_axes`), and the other shared options. Help texts only:
+nothing here parses, and nothing imports torch."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from cebench.cli.app import LOSS_VARIANTS, VARIANTS
+from cebench.core import devices
+from cebench.core.axes import AXES
 
 LIST = "LIST"
-Batch = Annotated[Optional[str], typer.Option(metavar=LIST, help="Batch sizes, comma-separated. Default: cpu 2,8; "
-                                                                  "cuda 4,8,16,32.")]
-Context = Annotated[Optional[str], typer.Option(metavar=LIST, help="Context lengths (tokens per sequence). "
-                                                                    "Default: 128.")]
-Vocab = Annotated[Optional[str], typer.Option(metavar=LIST, help="Vocabulary sizes (≥ 2). Default: 50257.")]
-DModel = Annotated[Optional[str], typer.Option("--d-model", metavar=LIST, help="Hidden sizes. Default: cpu 128; "
-                                                                                "cuda 2048.")]
-CeChunk = Annotated[Optional[str], typer.Option(
-    "--ce-chunk", metavar=LIST, help="Rows per chunk, for chunked variants. Default: cpu 256,512; cuda 2048,8192.")]
-VariantNames = Annotated[Optional[str], typer.Option(
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def per_device(attribute: str) -> str:
+    """'cpu 4; cuda 20': a device setting's default on each kind of device, for --help."""
+    return "; ".join(f"{name} {getattr(devices.get(name), attribute)}" for name in devices.DEVICES)
+
+
+def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
+              defaults: Mapping[str, str] | None = None) -> Callable[[F], F]:
+    """Give a command one option per axis of `AXES` (but those in `skip`), in their order,
+    after its `ctx` parameter: `--batch LIST` and so on, None when not given (the device's
+    default), with the help and defaults the axis declares. Axes in `single` take one value
+    (metavar VALUE, the axis's singular help); `defaults` replaces an axis's default text in
+    the help. The command reads them from `ctx.params` (see `GridOptions.from_params`)."""
+    defaults = defaults or {}
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn, eval_str=True)
+        params = list(signature.parameters.values())
+        axes = []
+        for axis in AXES:
+            if axis.name in skip:
+                continue
+            one = axis.name in single
+            text = f"{axis.one if one else axis.help} {defaults.get(axis.name, axis.defaults_help())}"
+            option = typer.Option(axis.flag, metavar="VALUE" if one else axis.metavar, help=text,
+                                  show_default=False)
+            axes.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                          annotation=Annotated[str | None, option]))
+        at = 1 if params and params[0].name == "ctx" else 0
+        params = params[:at] + axes + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[at:]]
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            for axis in axes:
+                kwargs.pop(axis.name, None)  # read through ctx.params
+            return fn(*args, **kwargs)
+
+        del command.__wrapped__
+        command.__signature__ = signature.replace(parameters=params)
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command  # type: ignore[return-value]
+
+    return decorate
+
+
+VariantNames = Annotated[str | None, typer.Option(
     metavar=LIST, help=f"Variants, comma-separated, from: {VARIANTS}. Default: every variant of the workload(s).")]
-LossVariantNames = Annotated[Optional[str], typer.Option(
+LossVariantNames = Annotated[str | None, typer.Option(
     "--variant", metavar=LIST, help=f"Loss variants, comma-separated, from: {LOSS_VARIANTS}. Default: every eager "
                                     "one.")]
-Workload = Annotated[Optional[str], typer.Option(
+Workload = Annotated[str | None, typer.Option(
     metavar=LIST, help="Workloads, comma-separated: loss (forward + backward of the loss), sample (one no-grad "
                        "sampling call). Default: loss.")]
 Temperature = Annotated[float, typer.Option(help="Sampling temperature of the sample workload (> 0).")]
-Dtype = Annotated[Optional[str], typer.Option(
+Dtype = Annotated[str | None, typer.Option(
     metavar=LIST, help="Dtypes of h and weight, comma-separated: fp32, bf16, fp16. Default: cpu fp32; cuda bf16.")]
 Wide = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the terminal.")]
-Columns = Annotated[Optional[str], typer.Option(
+Columns = Annotated[str | None, typer.Option(
     metavar=LIST, help="Show these columns besides the ones always shown, comma-separated by key (the footer "
                        "of a narrow table names the keys it left out).")]
 

@@ -1,50 +1,34 @@
 """`cebench predict` and `cebench fit`: peak memory at any size, without the hardware."""
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.text import Text
 
-from cebench.losses import variants
 from cebench.cli.app import command, err, out, print_table
-from cebench.cli.options import (Batch, CeChunk, Columns, Context, DModel, Dtype, LossVariantNames, Temperature,
-                                 VariantNames, Vocab, Wide, Workload)
+from cebench.cli.options import Columns, LossVariantNames, Temperature, VariantNames, Wide, Workload, with_axes
 from cebench.core.config import LOSS
-from cebench.core.errors import UsageError
-from cebench.core.grid import DEVICES, GridOptions, resolve_device
-from cebench.render.table import Column, Table
 from cebench.core.units import format_bytes, parse_bytes
+from cebench.losses import variants
+from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
     from cebench.analyze.predict import Fit
-    from cebench.store.results import Result
+    from cebench.store.schema import Result
 
 Target = typer.Option("cuda", help="Device the prediction is for: cuda (storages rounded to the caching "
                                    "allocator's 512-byte blocks) or cpu (exact bytes). Sets the defaults too.")
 
 
-def _target(name: str) -> str:
-    name = name.strip().lower()
-    if name not in DEVICES:
-        raise UsageError(f"--target: '{name}' is not one of {', '.join(DEVICES)}")
-    return name
-
-
 @command(name="predict")
+@with_axes()
 def predict_command(
     ctx: typer.Context,
-    batch: Batch = None,
-    context: Context = None,
-    vocab: Vocab = None,
-    d_model: DModel = None,
-    ce_chunk: CeChunk = None,
     variant: VariantNames = None,
     workload: Workload = None,
     temperature: Temperature = 0.9,
-    dtype: Dtype = None,
     target: str = Target,
     out_path: Path = typer.Option(None, "--out", metavar="CSV", help="Also write the rows to this CSV (appended "
                                                                       "to if it is a cebench CSV). Default: none."),
@@ -59,30 +43,26 @@ def predict_command(
     no time. Compiled variants are unsupported: a dispatch mode cannot see inside
     compiled code.
     """
-    grid = GridOptions.from_params(ctx.params).grid(_target(target))
-    if out_path is not None:
-        from cebench.store.results import check_out
-
-        check_out(out_path)  # a foreign or unwritable --out is refused before anything is predicted
-
     import torch
 
-    variants.smoke_test(grid.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
-
-    from cebench.analyze.predict import predict
+    from cebench import api
     from cebench.render.report import results_table
-    from cebench.store.results import ResultWriter, to_frame
+    from cebench.store.frame import to_frame
 
-    writer = ResultWriter(out_path) if out_path is not None else None
-    rows = [predict(point) for point in grid.expand()]
-    if writer is not None:
-        with writer:
-            for row in rows:
-                writer.write(row)
-    title = f"cebench predict · target {grid.device} · torch {torch.__version__}"
+    rows = api.predict(target=target, out=out_path, **_grid(ctx))
+    title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
     print_table(results_table(to_frame(rows), title=title), wide, columns)
     if out_path is not None:
         out.print(f"{len(rows)} rows → {out_path}", highlight=False)
+
+
+def _grid(ctx: typer.Context) -> dict:
+    """The grid's parameters among a command's (axes, variant, workload, temperature)."""
+    from cebench.run.grid import GridOptions
+
+    options = GridOptions.from_params(ctx.params)
+    return {**options.axes, "variant": options.variant, "workload": options.workload,
+            "temperature": options.temperature}
 
 
 def fit_table(fits: list[Fit], budget: int, measured: dict[int, Result]) -> Table:
@@ -112,16 +92,12 @@ def fit_table(fits: list[Fit], budget: int, measured: dict[int, Result]) -> Tabl
 
 
 @command(name="fit")
+@with_axes(skip=("batch",), single=("dtype", "context", "vocab", "d_model", "ignore_frac"))
 def fit_command(
     ctx: typer.Context,
     budget: str = typer.Option(..., metavar="BYTES", help="Memory budget for the absolute peak (inputs included): "
                                                          "80GiB, 40GB, 512MiB, ..."),
-    context: Context = None,
-    vocab: Vocab = None,
-    d_model: DModel = None,
-    ce_chunk: CeChunk = None,
     variant: LossVariantNames = None,
-    dtype: Dtype = None,
     target: str = Target,
     max_batch: int = typer.Option(4096, help="Largest batch searched (chunked predictions cost a dozen meta ops "
                                              "per chunk)."),
@@ -137,38 +113,15 @@ def fit_command(
     candidate on `meta` and returns the largest batch whose peak fits the budget. The row
     with the most tokens is highlighted.
     """
+    from cebench import api
+
     budget_bytes = parse_bytes(budget)
-    device = _target(target)
-    if max_batch < 1:
-        raise UsageError("--max-batch must be at least 1")
-    if measure and device == "cuda":
-        resolve_device("cuda", option="--target")
-    grid = replace(GridOptions.from_params(ctx.params), batch="1", workload=LOSS).grid(device)
-    if len(grid.context) * len(grid.vocab) * len(grid.d_model) * len(grid.dtype) > 1:
-        raise UsageError("fit takes one --context, --vocab, --d-model and --dtype at a time")
-    variants.smoke_test(grid.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
-
-    from cebench.analyze.predict import fit, predict
-    from cebench.run.runner import Settings, run
-
-    points = []
-    for point in grid.expand():  # a variant that cannot be predicted at batch 1 cannot be fitted
-        first = predict(point)
-        if first.status == "ok":
-            points.append(point)
-        else:
-            err.print(f"not fitted: {point.variant}: {first.error}", style="yellow", highlight=False)
-    if not points:
-        raise UsageError("--variant: no variant here can be predicted (compiled variants and custom ops cannot)")
-
+    grid = {k: v for k, v in _grid(ctx).items() if k not in ("workload", "temperature")}
     with out.status("searching…"):
-        fits = [fit(p, budget_bytes, max_batch) for p in points]
-    measured = {}
-    if measure:
-        with out.status("measuring each answer on the target device…"):
-            measured = {i: run(replace(f.config, batch=f.batch), Settings(warmup=1, repeats=1))
-                        for i, f in enumerate(fits) if f.batch}
-    print_table(fit_table(fits, budget_bytes, measured), wide, columns)
-    c = points[0]
+        fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure, **grid)
+    for name, why in fitted.not_fitted.items():
+        err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
+    print_table(fit_table(fitted.fits, budget_bytes, fitted.measured), wide, columns)
+    c = fitted.fits[0].config
     out.print(f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
-              f"for {device} (peak includes the inputs h, weight, targets).", highlight=False)
+              f"for {c.device} (peak includes the inputs h, weight, targets).", highlight=False)

@@ -7,10 +7,7 @@ import typer
 from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
-from cebench.cli.options import Columns, Dtype, Temperature, VariantNames, Wide
-from cebench.core.config import WORKLOADS
-from cebench.core.errors import UsageError
-from cebench.core.grid import check_temperature, check_vocab, parse_dtypes, select_variants
+from cebench.cli.options import Columns, Temperature, VariantNames, Wide, with_axes
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
@@ -62,9 +59,11 @@ def sampler_table(checks: list[SamplerCheck]) -> Table:
 
 
 @command()
+@with_axes(skip=("batch", "context", "vocab", "d_model", "ce_chunk", "ignore_frac"),
+           defaults={"dtype": "Default: fp32."})
 def verify(
+    ctx: typer.Context,
     variant: VariantNames = None,
-    dtype: Dtype = None,
     temperature: Temperature = 0.9,
     vocab: int = typer.Option(16, help="Vocabulary of the sampler test (≥ 2; small, so each token gets many draws)."),
     draws: int = typer.Option(200_003, help="Draws per sampler (rows of h, cycling over 4 distinct hidden states)."),
@@ -82,20 +81,13 @@ def verify(
 
     Exit codes: 0 every check passed, 1 a check failed, 2 bad input.
     """
-    names = list(select_variants(variant, ",".join(WORKLOADS)))
-    dtypes = list(parse_dtypes(dtype)) if dtype is not None else ["fp32"]
-    check_vocab((vocab,))
-    if draws < 100:
-        raise UsageError("--draws: at least 100 draws are needed for a chi-square test")
-    if ce_chunk < 1:
-        raise UsageError(f"--ce-chunk: {ce_chunk} must be a positive integer")
-    check_temperature(temperature)
+    from cebench import api
+    from cebench.analyze.verify import LOSS_CASES
 
-    from cebench.analyze.verify import LOSS_CASES, SampleCase, run_all
-
-    sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
     with out.status("verifying (compiled variants compile once per variant and dtype)…"):
-        loss_checks, sampler_checks, skipped = run_all(names, dtypes, sample)
+        verified = api.verify(variant=variant, dtype=ctx.params["dtype"], temperature=temperature, vocab=vocab,
+                              draws=draws, ce_chunk=ce_chunk)
+    loss_checks, sampler_checks, skipped = verified.losses, verified.samplers, verified.skipped
     for name, reason in skipped.items():
         out.print(f"not checked (cannot run on this CPU): {name}: {reason}", style="yellow", highlight=False)
     if loss_checks:

@@ -5,17 +5,16 @@ asked for, so that the command line can parse and check options without importin
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from typing import TYPE_CHECKING
+
+from cebench.core.axes import AXES, DTYPE_ALIASES, DTYPES, ITEMSIZE
+
+__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOSS", "SAMPLE", "WORKLOADS", "Config", "Settings",
+           "torch_dtype"]
 
 if TYPE_CHECKING:
     import torch
-
-# Input dtypes of h and weight: canonical short name → bytes per element.
-ITEMSIZE: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
-DTYPES: tuple[str, ...] = tuple(ITEMSIZE)
-DTYPE_ALIASES: dict[str, str] = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                                 "half": "fp16"}
 
 # loss: forward mean loss + backward to h and weight. sample: one no-grad sampling call.
 LOSS = "loss"
@@ -39,24 +38,17 @@ class Settings:
     repeats: int
 
 
-@dataclass(frozen=True)
-class Config:
-    """One measured point: a variant at one shape, dtype, device and chunk size.
+class _Point:
+    """What a point is besides its fields (see `Config`)."""
 
-    `tokens` = batch × context rows of hidden states (N). `ce_chunk` is None for
-    variants that do not chunk. `temperature` is used by the sample workload only.
-    """
-
+    __slots__ = ()
     variant: str
     workload: str
-    device: str
     dtype: str
     batch: int
     context: int
     vocab: int
     d_model: int
-    ce_chunk: int | None
-    temperature: float = 0.9
 
     @property
     def tokens(self) -> int:
@@ -79,3 +71,18 @@ class Config:
         if self.workload == SAMPLE:
             return self.tokens * 8
         return (self.tokens + self.vocab) * self.d_model * ITEMSIZE[self.dtype] + 4
+
+
+# One measured point: a variant, its workload and device, one value of every axis (in the
+# order of `AXES`; `ce_chunk` is None for variants that do not chunk), and the sampling
+# temperature (sample workload only). Its fields come from `AXES`: an axis with an `off`
+# value defaults to it, so a point that does not sweep it need not name it.
+Config = make_dataclass(
+    "Config",
+    [("variant", str), ("workload", str), ("device", str)]
+    + [(a.name, object) for a in AXES if a.off is None]
+    + [("temperature", float, field(default=0.9))]
+    + [(a.name, object, field(default=a.off)) for a in AXES if a.off is not None],
+    bases=(_Point,), frozen=True)
+Config.__module__ = __name__  # so that points pickle (they are sent to isolated children)
+Config.__doc__ = """One measured point: `tokens` = batch × context rows of hidden states (N)."""

@@ -26,7 +26,9 @@ def vendored_chunked_cross_entropy(
     return chunked_cross_entropy(h, weight, targets, ce_chunk=ce_chunk)
 
 
-def dense_sample(h: torch.Tensor, weight: torch.Tensor, temperature: float, ce_chunk: int | None = None) -> torch.Tensor:
+def dense_sample(
+    h: torch.Tensor, weight: torch.Tensor, temperature: float, ce_chunk: int | None = None
+) -> torch.Tensor:
     """Full (N, vocab) fp32 logits, softmax at `temperature`, one multinomial draw per row."""
     probs = torch.softmax(F.linear(h.to(weight.dtype), weight).float() / temperature, dim=-1)
     return torch.multinomial(probs, 1).view(-1)

@@ -9,12 +9,14 @@ import torch
 from cebench.core.config import LOSS, Config
 
 SEED = 0
+IGNORE_INDEX = -100  # the target of a padding row: torch's default ignore_index, and every peer's
 
 
 @dataclass
 class Inputs:
     """`h` (N, d_model) and `weight` (vocab, d_model), both ~ Normal(0, 1/d_model) in the
-    config's dtype; `targets` (N,) int64 uniform in [0, vocab)."""
+    config's dtype; `targets` (N,) int64 uniform in [0, vocab), except round(N × ignore_frac)
+    rows at random whose target is `IGNORE_INDEX` (padding)."""
 
     h: torch.Tensor
     weight: torch.Tensor
@@ -46,4 +48,7 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
         targets = torch.empty(n, dtype=torch.long, device=device)
     else:
         targets = torch.randint(0, config.vocab, (n,), generator=gen, device=device)
+        ignored = round(n * config.ignore_frac)
+        if ignored:  # padding: these rows' targets are ignore_index, placed at random with the same seed
+            targets[torch.randperm(n, generator=gen, device=device)[:ignored]] = IGNORE_INDEX
     return Inputs(h, weight, targets)

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 
-from cebench.losses import contract, loader
+from cebench.core import devices as devices_mod
 from cebench.core.config import LOSS, SAMPLE
 from cebench.core.errors import UsageError
+from cebench.losses import contract, loader
 
 Fn = Callable[..., object]
 GROUP = "cebench.variants"
@@ -113,18 +113,7 @@ class Variant:
 
         if not torch._dynamo.is_dynamo_supported():
             return "torch.compile (Dynamo) is not supported on this Python/platform"
-        if device == "cpu":
-            from torch._inductor.cpp_builder import get_cpp_compiler
-
-            compiler = get_cpp_compiler()
-            if shutil.which(compiler) is None:
-                return f"torch.compile on CPU needs a C++ compiler ('{compiler}' not found)"
-        if device == "cuda":
-            try:
-                import triton  # noqa: F401
-            except ImportError:
-                return "torch.compile on CUDA needs triton, which is not installed"
-        return None
+        return devices_mod.get(device).compile_unsupported_reason()
 
 
 REGISTRY: dict[str, Variant] = {}

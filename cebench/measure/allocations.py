@@ -30,8 +30,19 @@ import torch
 from torch._C._profiler import _EventType
 
 from cebench.measure.memory import profiled, round_up
-from cebench.measure.timeline import (BACKWARD, FORWARD, NO_OP, RECOMPUTE, RNG_STATE, Block, Timeline,
-                                      TimelineBuilder, dtype_name, marking, op_name)
+from cebench.measure.timeline import (
+    BACKWARD,
+    FORWARD,
+    NO_OP,
+    RECOMPUTE,
+    RNG_STATE,
+    Block,
+    Timeline,
+    TimelineBuilder,
+    dtype_name,
+    marking,
+    op_name,
+)
 from cebench.measure.tracker import watch_rng_states
 
 MARK = "cebench::forward-returned"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from cebench.losses import inputs as inputs_mod
+from cebench.core import devices
 from cebench.core.config import LOSS, Config, Settings
-from cebench.measure.memory import free_memory
-from cebench.measure.timing import time_once, time_steps
+from cebench.losses import inputs as inputs_mod
+from cebench.measure.timing import time_steps
 
 _FLOORS: dict[tuple[object, ...], float | None] = {}  # matmul_floor_ms's calibrations in this process
 
@@ -37,8 +37,7 @@ def matmul_floor_ms(config: Config, settings: Settings) -> float | None:
             _FLOORS[key] = _time_matmuls(config, settings)
         except Exception:  # out of memory on a big shape, say: no floor, never a failed row
             _FLOORS[key] = None
-        if config.device == "cuda":  # its buffers are freed by now; return their cached blocks too
-            free_memory(config.device)
+        devices.get(config.device).free_cache()  # its buffers are freed by now; return any cached blocks too
     return _FLOORS[key]
 
 
@@ -54,7 +53,8 @@ def _time_matmuls(config: Config, settings: Settings) -> float:
             torch.mm(logits, weight, out=grad_h)
             torch.mm(logits.t(), h, out=grad_weight)
 
+    device = devices.get(config.device)
     with torch.no_grad():
         for _ in range(settings.warmup):
-            time_once(matmuls, config.device)
-        return time_steps(matmuls, lambda: None, config.device, settings.repeats).median_ms
+            device.time_once(matmuls)
+        return time_steps(matmuls, lambda: None, device, settings.repeats).median_ms

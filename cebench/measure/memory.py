@@ -1,6 +1,6 @@
-"""Peak-memory probes for one step.
+"""Peak-memory readings and the accounting behind them; each device's probe is its
+`Device.peak` (`cebench.core.devices`).
 
-CUDA: the caching allocator's own statistics (`max_memory_allocated`).
 CPU: the allocator's allocation and free events recorded by `torch.profiler`
 (`profile_memory=True`); their running sum in time order is the live byte count. These
 events come from c10's allocator, so they also see allocations made inside
@@ -9,16 +9,12 @@ events come from c10's allocator, so they also see allocations made inside
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
 from torch.profiler import ProfilerActivity, profile
-
-CUDA_METHOD = "cuda-max-memory-allocated"
-CPU_METHOD = "cpu-allocator-events"
 
 
 @dataclass(frozen=True)
@@ -90,37 +86,3 @@ def running_peak(sizes: Iterable[int]) -> int:
         live += size
         peak = max(peak, live)
     return peak
-
-
-def cpu_peak(step: Callable[[], object], live: Iterable[torch.Tensor]) -> MemoryReading:
-    """Peak of one CPU step from allocator events. `base_bytes` is the storage held by
-    `live` (the step's inputs) when it starts."""
-    gc.collect()
-    base = storage_bytes(live)
-    return MemoryReading(base, base + running_peak(allocation_events(step)), CPU_METHOD)
-
-
-def cuda_peak(step: Callable[[], object]) -> MemoryReading:
-    """Peak of one CUDA step from the caching allocator's statistics (all tensors on the
-    current device count, inputs included)."""
-    gc.collect()
-    torch.cuda.empty_cache()
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    torch.cuda.synchronize()
-    return MemoryReading(base, torch.cuda.max_memory_allocated(), CUDA_METHOD)
-
-
-def free_memory(device: str) -> None:
-    """Collect garbage and return cached device blocks (called outside `except` blocks,
-    where the traceback would still pin the failed step's tensors)."""
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-
-def measure_peak(step: Callable[[], object], device: str, live: Iterable[torch.Tensor]) -> MemoryReading:
-    """Peak memory of one `step()` on `device` ('cpu' or 'cuda')."""
-    return cuda_peak(step) if device == "cuda" else cpu_peak(step, live)

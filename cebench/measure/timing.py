@@ -1,16 +1,14 @@
-"""Step timing: warm-up (compilation happens there), then individually timed steps.
-
-CUDA steps are timed with CUDA events; CPU steps with `perf_counter` (CPU ops are
-synchronous). Statistics are order statistics (median, quartiles, min), never a lone mean.
+"""Step timing: warm-up (compilation happens there), then individually timed steps, each
+by its device's `Device.time_once` (`cebench.core.devices`). Statistics are order
+statistics (median, quartiles, min), never a lone mean.
 """
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
+from cebench.core.devices import Device
 
 
 @dataclass(frozen=True)
@@ -46,25 +44,10 @@ class Timing:
         return self._quartiles()[1]
 
 
-def time_once(step: Callable[[], object], device: str) -> float:
-    """Wall time of one synchronized `step()` in milliseconds."""
-    if device == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-    t0 = time.perf_counter()
-    step()
-    return (time.perf_counter() - t0) * 1e3
-
-
-def time_steps(step: Callable[[], object], prepare: Callable[[], object], device: str, repeats: int) -> Timing:
+def time_steps(step: Callable[[], object], prepare: Callable[[], object], device: Device, repeats: int) -> Timing:
     """Time `repeats` steps one by one; `prepare()` (untimed) runs before each."""
     samples = []
     for _ in range(repeats):
         prepare()
-        samples.append(time_once(step, device))
+        samples.append(device.time_once(step))
     return Timing(tuple(samples))

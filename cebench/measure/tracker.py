@@ -28,15 +28,23 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.measure.memory import round_up
-from cebench.measure.timeline import (BACKWARD, FORWARD, NO_OP, RECOMPUTE, RNG_STATE, Timeline, TimelineBuilder,
-                                      dtype_name, marking, op_name)
-
-CUDA_BLOCK_BYTES = 512  # the CUDA caching allocator rounds every block up to 512 bytes
+from cebench.measure.timeline import (
+    BACKWARD,
+    FORWARD,
+    NO_OP,
+    RECOMPUTE,
+    RNG_STATE,
+    Timeline,
+    TimelineBuilder,
+    dtype_name,
+    marking,
+    op_name,
+)
 
 
 class StorageTracker(TorchDispatchMode):
     """Running total (`current`) and high-water mark (`peak`) of new storages, in bytes,
-    each rounded up to `granularity` (512 to model the CUDA caching allocator)."""
+    each rounded up to `granularity` (a target device's `Device.granularity`)."""
 
     def __init__(self, ignore: Iterable[torch.Tensor] = (), granularity: int = 1) -> None:
         super().__init__()

@@ -23,12 +23,12 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from cebench.core.errors import UsageError  # noqa: E402
-from cebench.measure.timeline import FORWARD  # noqa: E402
 from cebench.analyze.explain import GRADIENT, KINDS, SAVED, TEMPORARY, Explanation, group_text, sizes_text  # noqa: E402
-from cebench.render.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit  # noqa: E402
-from cebench.store.results import PREDICTED  # noqa: E402
+from cebench.core.errors import UsageError  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
+from cebench.measure.timeline import FORWARD  # noqa: E402
+from cebench.render.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit  # noqa: E402
+from cebench.store.schema import PREDICTED  # noqa: E402
 
 COLORS = {GRADIENT: "tab:green", SAVED: "tab:blue", TEMPORARY: "tab:orange"}
 LABELS = {GRADIENT: "gradient (of h or weight)", SAVED: "saved for backward", TEMPORARY: "temporary"}
@@ -112,7 +112,7 @@ def figure(explanations: Sequence[Explanation]) -> Figure:
     top = max(max(e.peak_delta_bytes, e.config.logits_fp32_bytes, e.config.lower_bound_bytes) for e in explanations)
     unit, scale = memory_unit(top)
     flat = list(axes.flat)
-    for ax, e in zip(flat, explanations):
+    for ax, e in zip(flat, explanations, strict=False):
         _panel(ax, e, scale)
     for ax in flat[n:]:
         ax.set_visible(False)

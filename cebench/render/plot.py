@@ -35,7 +35,8 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory  # noqa: E402
 
 from cebench.core.errors import UsageError  # noqa: E402
-from cebench.store.results import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, latest  # noqa: E402
+from cebench.store.frame import latest  # noqa: E402
+from cebench.store.schema import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, Status  # noqa: E402
 
 X_PARAMS = ("batch", "context", "vocab", "d_model")
 # Each configuration parameter not on the x axis that takes several values splits a
@@ -119,8 +120,8 @@ def _panels(frame: pd.DataFrame, by: list[str], x: str | None) -> tuple[list[str
         raise UsageError(f"{len(groups)} panels (more than {MAX_PANELS}): the CSV varies {', '.join(varying)}"
                          f"{besides}; narrow it, e.g. --filter {widest}={values[0]} "
                          f"({widest} takes {', '.join(map(str, values))})")
-    titles = [" · ".join(_value_text(p, v) for p, v in zip(varying, key)) for key, _ in groups]
-    return varying, list(zip(titles, (g for _, g in groups)))
+    titles = [" · ".join(_value_text(p, v) for p, v in zip(varying, key, strict=True)) for key, _ in groups]
+    return varying, list(zip(titles, (g for _, g in groups), strict=True))
 
 
 def memory_unit(top: float) -> tuple[str, int]:
@@ -151,7 +152,7 @@ def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: s
     parts = [_value_text(p, frame[p].iloc[0]) for p in fixed]
     parts.insert(min(2, len(parts)), ", ".join(sorted(frame["device_name"].unique())))
     lines = [what, " · ".join(parts)]
-    unsupported = frame.loc[frame["status"] == "unsupported"].apply(_line, axis=1).value_counts(sort=False)
+    unsupported = frame.loc[frame["status"] == Status.UNSUPPORTED].apply(_line, axis=1).value_counts(sort=False)
     if len(unsupported):
         lines.append("not drawn, unsupported here: " + ", ".join(f"{k} ({n} point{'s' * (n > 1)})"
                                                                  for k, n in unsupported.items()))
@@ -178,7 +179,7 @@ def _x_axis(ax: Axes, x: str, values: list[int]) -> None:
 
 def _ok_lines(rows: pd.DataFrame, x: str | None = None) -> dict[str, pd.DataFrame]:
     """The `ok` rows of one panel by line, in order of first appearance (sorted by `x`)."""
-    ok = rows[rows["status"] == "ok"]
+    ok = rows[rows["status"] == Status.OK]
     if ok.empty:
         return {}
     return {label: line.sort_values(x) if x else line
@@ -298,7 +299,7 @@ def _failure_strip(ax: Axes, failed: pd.DataFrame, x: str | None, styles: dict[s
         strip.plot(xs, [row] * len(xs), clip_on=False, zorder=5, **_FAIL_STYLE)
     ax.get_xlim()  # brings the x limits, shared with the strip's crosses, up to date
     to_axes = ax.transScale + ax.transLimits
-    for row, ((label, rows), xs) in enumerate(zip(groups, crosses)):
+    for row, ((label, rows), xs) in enumerate(zip(groups, crosses, strict=True)):
         at = [to_axes.transform((v, 1))[0] for v in xs] if x else xs
         # The label goes in the widest free stretch of its row: left of the first cross, or
         # right of a cross.
@@ -368,7 +369,7 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
     equal: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     shown: dict[str, int] = defaultdict(int)
     tops = []
-    for ax, (title, rows) in zip(axes, panels):
+    for ax, (title, rows) in zip(axes, panels, strict=False):
         found = line_values(rows, x, metric)
         lines = {label: found[label] / scale for label in styles if label in found}  # in legend order
         reach = [values.max() for values in lines.values()]
@@ -432,8 +433,8 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
     unit, scale = _memory_unit(frame)
     fig, axes = _figure(len(panels))
     tops: dict[str, list[float]] = {"x": [], "y": []}
-    for ax, (title, rows) in zip(axes, panels):
-        ok = rows[rows["status"] == "ok"]
+    for ax, (title, rows) in zip(axes, panels, strict=False):
+        ok = rows[rows["status"] == Status.OK]
         for _, row in ok.iterrows():
             label, t = _line(row), row["time_ms_median"]
             spread = [[t - row["time_ms_p25"]], [row["time_ms_p75"] - t]]
@@ -464,7 +465,7 @@ def figures(frame: pd.DataFrame, x: str | None = None) -> dict[str, Figure]:
     `memory-vs-time` when a row was timed), from `frame` as `results.load` returns it (the
     last row of a repeated configuration is drawn). Close them with `plt.close`."""
     frame = latest(frame)
-    if not frame["status"].isin(("ok",) + FAILED).any():
+    if not frame["status"].isin((Status.OK,) + FAILED).any():
         raise UsageError("nothing to draw: every selected row is unsupported")
     x = x or default_x(frame)
     if x not in X_PARAMS:

@@ -4,17 +4,20 @@ so `sweep`, `predict` and `show` render the same thing; `view` gives the same ro
 plain values for `show --format csv|json|markdown`."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 from rich.text import Text
 
-from cebench.losses import variants
-from cebench.store.results import SHAPE_COLUMNS
-from cebench.render.table import Column, Table
 from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
+from cebench.losses import variants
+from cebench.render.table import Column, Table
+from cebench.store.schema import SHAPE_COLUMNS, Status
 
 NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
 NOISE_MARK = "~"
-_STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "red", "timeout": "red", "unsupported": "yellow"}
+_STATUS_STYLE = {Status.OK: "green", Status.OOM: "bold red", Status.ERROR: "red", Status.TIMEOUT: "red",
+                 Status.UNSUPPORTED: "yellow"}
 # The view's columns besides the shape: (key, header, priority; 0 is always shown).
 # vs bound / vs floor: the row against what any exact implementation must spend (`cebench.measure.limits`).
 _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
@@ -48,7 +51,7 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
         name = variants.baseline(group["workload"].iloc[0])
-        base = group[(group["variant"] == name) & (group["status"] == "ok")]
+        base = group[(group["variant"] == name) & (group["status"] == Status.OK)]
         base_mem = _value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
         base_time = _value(base["time_ms_median"].iloc[-1]) if len(base) else None
         for _, row in group.iterrows():
@@ -75,8 +78,14 @@ def _ratio(r: float | None) -> Text:
     return Text(f"{r:.2f}×", style="green" if r < 0.95 else "red" if r > 1.05 else "")
 
 
-def _shape(row: pd.Series, multi: bool) -> str:
+def shape_label(row: Mapping[str, object], multi: bool = True) -> str:
+    """'batch 8 × context 128 · vocab 50,257 · d_model 128' for a row or a point's key
+    columns, with the share of ignored targets where there is one, and (`multi`) the
+    workload, device and dtype."""
     text = f"batch {row['batch']} × context {row['context']} · vocab {row['vocab']:,} · d_model {row['d_model']:,}"
+    ignored = row.get("ignore_frac")
+    if ignored and not pd.isna(ignored):
+        text += f" · {float(ignored):.0%} ignored"
     return text + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
 
 
@@ -95,15 +104,16 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
     for _, row in rows.iterrows():
         if shape != tuple(row[c] for c in SHAPE_COLUMNS):
             shape = tuple(row[c] for c in SHAPE_COLUMNS)
-            table.add_group(_shape(row, multi))
+            table.add_group(shape_label(row, multi))
         status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
-        if row["status"] != "ok" and row["error"]:
+        if row["status"] != Status.OK and row["error"]:
             if row["error"] not in reasons:
                 reasons.append(row["error"])
             status.append(f" [{reasons.index(row['error']) + 1}]", style="dim")
         cells: dict[str, Text | str] = {
             "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
-            "peak_delta_bytes": format_bytes(_value(row["peak_delta_bytes"])), "mem_vs_base": _ratio(row["mem_vs_base"]),
+            "peak_delta_bytes": format_bytes(_value(row["peak_delta_bytes"])),
+            "mem_vs_base": _ratio(row["mem_vs_base"]),
             "mem_vs_lower_bound": format_sig3(_value(row["mem_vs_lower_bound"]), "×"),
             "peak_bytes": format_bytes(_value(row["peak_bytes"])), "status": status}
         if timed:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cebench.core.errors import UsageError, describe
+from cebench.store.schema import Status
 
 JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)
 
@@ -21,11 +22,13 @@ JOIN_S = 10.0  # how long a child that sent its answer may take to exit before i
 class Child:
     """What a child needs to stand where its parent stands: the `--variant` values to
     resolve again (a user's variants live only in the process that loaded them), the
-    intra-op thread count, and the CUDA device index to use."""
+    intra-op thread count, and the index of the `device` (a `devices` name) to select
+    (None: leave the default)."""
 
     specs: tuple[str, ...] = ()
     threads: int | None = None
-    cuda_index: int | None = None
+    device: str = "cpu"
+    device_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,13 @@ def setup(child: Child) -> None:
     """Bring this process to where the parent stood (see `Child`)."""
     import torch
 
+    from cebench.core import devices
     from cebench.losses import variants
 
     if child.threads is not None:
         torch.set_num_threads(child.threads)
-    if child.cuda_index is not None:
-        torch.cuda.set_device(child.cuda_index)
+    if child.device_index is not None:
+        devices.get(child.device).select(child.device_index)
     for spec in child.specs:
         variants.resolve(spec)
 
@@ -58,11 +62,11 @@ def _main(conn: Any, child: Child, fn: Callable[..., Any], args: tuple[Any, ...]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends this child
     try:
         setup(child)
-        conn.send(Outcome("ok", fn(*args)))
+        conn.send(Outcome(Status.OK, fn(*args)))
     except UsageError as exc:
-        conn.send(Outcome("error", error=str(exc), usage=True))
+        conn.send(Outcome(Status.ERROR, error=str(exc), usage=True))
     except BaseException as exc:  # noqa: BLE001 - whatever happens is the parent's answer
-        conn.send(Outcome("error", error=describe(exc)))
+        conn.send(Outcome(Status.ERROR, error=describe(exc)))
     finally:
         conn.close()
 
@@ -87,13 +91,13 @@ def call(fn: Callable[..., Any], args: tuple[Any, ...], child: Child, timeout_s:
     send.close()  # the child holds the only write end: its death reads as end-of-file
     try:
         if not receive.poll(timeout_s):
-            return Outcome("timeout", error=f"no result after {timeout_s:g} s (--point-timeout); its process "
-                                            "was killed")
+            return Outcome(Status.TIMEOUT, error=f"no result after {timeout_s:g} s (--point-timeout); its process "
+                                                   "was killed")
         try:
             outcome: Outcome = receive.recv()
         except EOFError:
             proc.join()
-            return Outcome("error", error=_death(proc.exitcode))
+            return Outcome(Status.ERROR, error=_death(proc.exitcode))
         proc.join(JOIN_S)
         return outcome
     finally:

@@ -6,16 +6,16 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cebench.run import shard as shard_mod
-from cebench.losses import variants
+from cebench.core import devices
 from cebench.core.config import SAMPLE, Config
-from cebench.store.results import point_key
+from cebench.losses import variants
+from cebench.run import shard as shard_mod
 from cebench.run.shard import Shard
+from cebench.store.files import point_key
 
 # A nominal cost model, used only to balance shards (it must not depend on the machine, so
-# that every process computes the same split): matmul work at these rates (FLOP/s) plus
-# one compilation per compiled point.
-NOMINAL_RATE = {"cpu": 1e11, "cuda": 3e14}
+# that every process computes the same split): matmul work at the device's
+# `nominal_flops` plus one compilation per compiled point.
 NOMINAL_COMPILE_S = 20.0
 LONG_SWEEP = 300  # points; more than this earns a warning that suggests shards
 
@@ -32,9 +32,9 @@ def steps(warmup: int, repeats: int) -> int:
 
 
 def nominal_cost_s(config: Config, warmup: int, repeats: int) -> float:
-    """The nominal seconds one point takes (see `NOMINAL_RATE`), for balancing shards."""
+    """The nominal seconds one point takes (see `NOMINAL_COMPILE_S`), for balancing shards."""
     compile_s = NOMINAL_COMPILE_S if variants.get(config.variant).compiled else 0.0
-    return steps(warmup, repeats) * matmul_flops(config) / NOMINAL_RATE[config.device] + compile_s
+    return steps(warmup, repeats) * matmul_flops(config) / devices.get(config.device).nominal_flops + compile_s
 
 
 @dataclass(frozen=True)
@@ -56,22 +56,22 @@ def make(points: Sequence[Config], shard: Shard | None, done: set[tuple[str, ...
     mine = list(points)
     if shard is not None:
         costs = [nominal_cost_s(p, warmup, repeats) for p in points]
-        mine = [p for p, s in zip(points, shard_mod.assign(costs, shard.count)) if s == shard.index]
+        mine = [p for p, s in zip(points, shard_mod.assign(costs, shard.count), strict=True) if s == shard.index]
     todo = [p for p in mine if point_key(p) not in done]
     return Plan(todo, len(points), shard, len(mine), len(mine) - len(todo))
 
 
 def matmul_rate(device: str, dtype: str) -> float:
-    """FLOP/s a square matmul reaches on `device` in `dtype` now (median of 3 after one
-    warm-up; 1024² on CPU in fp32, 256² in the slow half types there, 4096² on CUDA)."""
+    """FLOP/s a square matmul (`Device.rate_probe_size`) reaches on `device` in `dtype`
+    now (median of 3 after one warm-up)."""
     import torch
 
     from cebench.core.config import torch_dtype
-    from cebench.measure.timing import time_once
 
-    n = 4096 if device == "cuda" else (1024 if dtype == "fp32" else 256)
-    a = torch.randn(n, n, device=device).to(torch_dtype(dtype))
-    times = [time_once(lambda: a @ a, device) for _ in range(4)][1:]
+    d = devices.get(device)
+    n = d.rate_probe_size(dtype)
+    a = torch.randn(n, n, device=d.name).to(torch_dtype(dtype))
+    times = [d.time_once(lambda: a @ a) for _ in range(4)][1:]
     return 2 * n**3 / (statistics.median(times) / 1e3)
 
 

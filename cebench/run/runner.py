@@ -6,43 +6,21 @@ that cannot run here → 'unsupported'; every non-ok row says why in `error`.
 from __future__ import annotations
 
 import functools
-import platform
 from collections.abc import Callable
 
-import torch
-
-from cebench.losses import inputs as inputs_mod
-from cebench.run import isolate
-from cebench.measure import limits
-from cebench.losses import variants
 from cebench.analyze.predict import count_flops
+from cebench.core import devices
 from cebench.core.config import Config, Settings
 from cebench.core.errors import UsageError, describe
-from cebench.run.isolate import Child
-from cebench.measure.memory import MemoryReading, free_memory, measure_peak
-from cebench.measure.timing import Timing, time_once, time_steps
-from cebench.store.results import Result
+from cebench.losses import inputs as inputs_mod
+from cebench.losses import variants
 from cebench.losses.workloads import make_step
-
-
-def device_name(device: str) -> str:
-    """The GPU's name, or the CPU's model name where the OS tells it."""
-    if device == "cuda":
-        return torch.cuda.get_device_name()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def is_oom(exc: BaseException) -> bool:
-    """True for CUDA out-of-memory and the CPU allocator's failure to allocate."""
-    return isinstance(exc, torch.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+from cebench.measure import limits
+from cebench.measure.memory import MemoryReading
+from cebench.measure.timing import Timing, time_steps
+from cebench.run import isolate
+from cebench.run.isolate import Child
+from cebench.store.schema import Result, Status
 
 
 def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing, float]:
@@ -50,14 +28,15 @@ def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing,
     fn = variant.build()
     inputs = inputs_mod.make(config)
     step = make_step(fn, inputs, config)
+    device = devices.get(config.device)
     first_ms = 0.0
     for i in range(settings.warmup):
         step.prepare()
-        ms = time_once(step.run, config.device)
+        ms = device.time_once(step.run)
         first_ms = ms if i == 0 else first_ms
     step.prepare()
-    memory = measure_peak(step.run, config.device, inputs.tensors())
-    timing = time_steps(step.run, step.prepare, config.device, settings.repeats)
+    memory = device.peak(step.run, inputs.tensors())
+    timing = time_steps(step.run, step.prepare, device, settings.repeats)
     return memory, timing, first_ms
 
 
@@ -67,18 +46,19 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     `limits.matmul_floor_ms`, calibrated once per shape in this process after the row's own
     measurement, outside its memory probe; else `floor_ms` as given (calibrated elsewhere,
     None where that failed)."""
-    result = Result.blank(config, device_name(config.device))
+    device = devices.get(config.device)
+    result = Result.blank(config, device.model_name())
     reason = variants.get(config.variant).unsupported_reason(config.device)
     if reason:
-        result.status, result.error = "unsupported", reason
+        result.status, result.error = Status.UNSUPPORTED, reason
         return result
     outcome: tuple[MemoryReading, Timing, float] | None = None
     try:
         outcome = _measure(config, settings)
     except Exception as exc:  # failure is data: classify, record, and move on
-        result.status = "oom" if is_oom(exc) else "error"
+        result.status = Status.OOM if device.is_oom(exc) else Status.ERROR
         result.error = describe(exc)
-    free_memory(config.device)
+    device.free_cache()
     if outcome is None:
         return result
     memory, timing, first_ms = outcome
@@ -107,7 +87,7 @@ def smoke_test_isolated(names: tuple[str, ...], device: str, child: Child, timeo
         outcome = isolate.call(variants.smoke_test, ((name,), device), child, timeout_s)
         if outcome.usage:
             raise UsageError(outcome.error)
-        if outcome.status != "ok":
+        if outcome.status != Status.OK:
             crashed[name] = outcome.error
     return crashed
 
@@ -118,17 +98,17 @@ def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Calla
     becomes an `error` or `timeout` row. The matmul floor is calibrated once per shape, in a
     process of its own, and handed to the points. Nothing here touches CUDA: a GPU's name
     comes from a child."""
-    names: dict[str, str] = {"cpu": device_name("cpu")}
+    names: dict[str, str] = {"cpu": devices.get("cpu").model_name()}
     floors: dict[tuple[object, ...], float | None] = {}
 
     def measure(point: Config) -> Result:
         shape = limits.floor_key(point, settings)  # the children's thread count is the parent's
         if shape not in floors:
             calibration = isolate.call(limits.matmul_floor_ms, (point, settings), child, timeout_s)
-            floors[shape] = calibration.value if calibration.status == "ok" else None
+            floors[shape] = calibration.value if calibration.status == Status.OK else None
         outcome = isolate.call(functools.partial(run, calibrate=False, floor_ms=floors[shape]), (point, settings),
                                child, timeout_s)
-        if outcome.status == "ok":
+        if outcome.status == Status.OK:
             names[point.device] = outcome.value.device_name
             return outcome.value
         result = Result.blank(point, names.get(point.device, ""))

@@ -1,1 +1,2 @@
-"""The results CSV: its schema, writing, reading and merging."""
+"""The results CSV: its columns (`schema`), the file on disk (`files`), the pandas view
+(`frame`) and merging (`merge`)."""

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cebench.core.errors import UsageError
-from cebench.store.results import COLUMNS, KEY_COLUMNS, PREDICTED, load, read_rows
 from cebench.run.shard import Shard, parse
+from cebench.store.files import read_rows
+from cebench.store.frame import load
+from cebench.store.schema import BEFORE, COLUMNS, KEY_COLUMNS, PREDICTED
 
 
 @dataclass
@@ -32,7 +34,7 @@ class Merged:
 
 
 def _describe(key: tuple[str, ...]) -> str:
-    return " ".join(f"{c}={v}" for c, v in zip(KEY_COLUMNS, key) if v)
+    return " ".join(f"{c}={v}" for c, v in zip(KEY_COLUMNS, key, strict=True) if v)
 
 
 def merge(paths: list[Path]) -> Merged:
@@ -55,11 +57,11 @@ def merge(paths: list[Path]) -> Merged:
             load(path)  # every value checked, as show, plot and check will read them
         merged.read[path] = len(data.rows)
         for number, row in enumerate(data.rows, start=2):
-            cells = tuple(row.get(c, "1" if c == "schema_version" else "") for c in COLUMNS)
+            cells = tuple(row.get(c, BEFORE.get(c, "")) for c in COLUMNS)
             if cells in seen:
                 merged.repeats += 1
                 continue
-            key = tuple(row[c] for c in KEY_COLUMNS) + (str(row.get("mem_method") == PREDICTED),)
+            key = tuple(row.get(c, BEFORE.get(c, "")) for c in KEY_COLUMNS) + (str(row.get("mem_method") == PREDICTED),)
             other = owner.setdefault(key, path)
             if other != path:
                 raise UsageError(f"{path}: row {number} measures {_describe(key[:-1])}, which {other} measured "

@@ -1,0 +1,253 @@
+"""cebench's Python API: what each command computes, as functions that return values.
+
+The command line parses its options into these calls and renders what they return. Every
+function takes the grid as keyword arguments named after the axes (`batch`, `context`,
+`vocab`, `d_model`, `ce_chunk`, `dtype`, `ignore_frac`: an int, a float, a string such as
+"2,8", or a sequence; missing = the device's default) plus `variant` and `workload`. Bad
+input raises `UsageError`, whose `param` names the argument at fault.
+
+    import cebench
+
+    rows = cebench.sweep(variant="dense,chunked", batch=8, vocab=50257, device="cpu", out="peak.csv")
+    assert rows[1].peak_delta_bytes <= 200 * 2**20
+    (chunked,) = cebench.predict(variant="chunked", batch=64, ce_chunk=2048, d_model=2048, target="cuda")
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cebench.core.axes import AXES, BY_NAME
+from cebench.core.config import LOSS, WORKLOADS, Settings
+from cebench.core.errors import UsageError
+from cebench.losses import variants
+from cebench.run.grid import GridOptions
+from cebench.run.sweep import Sweep
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from cebench.analyze.check import CheckReport
+    from cebench.analyze.explain import Explanation
+    from cebench.analyze.predict import Fit
+    from cebench.analyze.verify import LossCheck, SamplerCheck
+    from cebench.store.schema import Result
+
+__all__ = ["Explained", "Fitted", "GridOptions", "Sweep", "UsageError", "Verified", "check", "explain", "fit",
+           "load", "predict", "sweep", "verify"]
+
+
+def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | None = None,
+          threads: int | None = None, shard: str | None = None, out: Path | str | None = None, resume: bool = False,
+          isolate: bool | None = None, point_timeout: float | None = None, **grid: Any) -> list[Result]:
+    """Measure the grid: one `Result` per point, each also appended to the CSV `out`
+    (default results/sweep-<time>.csv). The options are `Sweep`'s; iterate a `Sweep` for
+    the rows one at a time as they are measured."""
+    return list(Sweep(GridOptions(**grid), device=device, repeats=repeats, warmup=warmup, threads=threads,
+                      shard=shard, out=out, resume=resume, isolate=isolate, point_timeout=point_timeout))
+
+
+def _target(name: str, auto: bool = False) -> str:
+    """A target device's name, checked ('auto' too where `auto`)."""
+    from cebench.core import devices
+
+    name = name.strip().lower()
+    names = ("auto",) * auto + devices.DEVICES
+    if name not in names:
+        raise UsageError(f"'{name}' is not one of {', '.join(names)}", "target")
+    return name
+
+
+def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any) -> list[Result]:
+    """Each point's peak memory on `target` ('cuda': storages rounded to the caching
+    allocator's blocks; 'cpu': exact bytes), predicted on meta tensors: rows with
+    `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
+    Also appended to the CSV `out` when given."""
+    from cebench.analyze.predict import predict as predict_point
+    from cebench.store.files import ResultWriter, check_out
+
+    points = GridOptions(**grid).grid(_target(target))
+    if out is not None:
+        check_out(Path(out))  # a foreign or unwritable CSV is refused before anything is predicted
+    variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
+    rows = [predict_point(point) for point in points.expand()]
+    if out is not None:
+        with ResultWriter(Path(out)) as writer:
+            for row in rows:
+                writer.write(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, the
+    measured row of each fitted batch (index into `fits` → `Result`; with `measure`), and
+    the variants that could not be fitted (name → why)."""
+
+    fits: list[Fit]
+    measured: Mapping[int, Result] = field(default_factory=dict)
+    not_fitted: Mapping[str, str] = field(default_factory=dict)
+
+
+def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
+        **grid: Any) -> Fitted:
+    """The largest batch whose predicted absolute peak (inputs included) fits `budget`
+    bytes, per loss variant and ce_chunk, at one context, vocab, d_model and dtype. With
+    `measure`, each answer is also run once on `target` (which this machine must have)."""
+    from cebench.analyze.predict import fit as fit_point
+    from cebench.analyze.predict import predict as predict_point
+    from cebench.core import devices
+
+    device = _target(target)
+    if max_batch < 1:
+        raise UsageError("must be at least 1", "max_batch")
+    if budget < 1:
+        raise UsageError("must be a positive number of bytes", "budget")
+    if measure:
+        devices.resolve(device, param="target")  # the target must be here to measure on it
+    options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
+    candidates = options.grid(device)
+    many = [a.name for a in AXES if a.name not in ("batch", "ce_chunk") and len(candidates.values[a.name]) > 1]
+    if many:
+        raise UsageError("fit takes one value of each axis but ce_chunk at a time", many[0])
+    variants.smoke_test(candidates.variants, "cpu")
+    points, skipped = [], {}
+    for point in candidates.expand():  # a variant that cannot be predicted at batch 1 cannot be fitted
+        first = predict_point(point)
+        if first.status == "ok":
+            points.append(point)
+        else:
+            skipped[point.variant] = first.error
+    if not points:
+        raise UsageError("no variant here can be predicted (compiled variants and custom ops cannot)", "variant")
+    fits = [fit_point(p, budget, max_batch) for p in points]
+    measured = {}
+    if measure:  # in a fresh process per answer where the device isolates its points by default
+        import functools
+
+        from cebench.core.axes import split
+        from cebench.run.isolate import Child
+        from cebench.run.runner import isolated, run
+        from cebench.run.sweep import POINT_TIMEOUT_S
+
+        settings = Settings(warmup=1, repeats=1)
+        specs = tuple(split(options.variant, "variant")) if options.variant else ()
+        one = (isolated(Child(specs=specs), settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
+               else functools.partial(run, settings=settings))
+        measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
+    return Fitted(fits, measured, skipped)
+
+
+@dataclass(frozen=True)
+class Explained:
+    """`explain`'s answer: one `Explanation` per variant and ce_chunk, the points that could
+    not be explained (label → why), and whether they were traced on meta tensors."""
+
+    explanations: list[Explanation]
+    not_explained: Mapping[str, str]
+    meta: bool
+
+
+EXPLAIN_VARIANTS = "dense,chunked"
+
+
+def explain(*, target: str = "auto", meta: bool = False, **grid: Any) -> Explained:
+    """What one loss step of each point holds at its peak, allocation by allocation: on
+    `target` from the allocator's events, or on meta tensors (`meta`, and always for cuda
+    without a GPU here). One value of each axis but ce_chunk; batch defaults to the largest
+    of the device's sweep defaults, variant to dense,chunked."""
+    from cebench.core import devices
+
+    target = _target(target, auto=True)
+    options = GridOptions(**{**grid, "variant": grid.get("variant") or EXPLAIN_VARIANTS, "workload": LOSS})
+    _one_value(options.given(batch=options.axes.get("batch") or "1").grid("cpu"))  # checked before torch works
+    device = devices.resolve("auto").name if target == "auto" else target
+    meta = meta or not devices.get(device).available()
+    if options.axes.get("batch") is None:
+        options = options.given(batch=str(max(BY_NAME["batch"].default(device))))
+    points = options.grid(device)
+
+    from cebench.analyze.explain import Unexplainable
+    from cebench.analyze.explain import explain as explain_point
+
+    variants.smoke_test(points.variants, "cpu" if meta else device)
+    done, skipped = [], {}
+    for point in points.expand():
+        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
+        try:
+            done.append(explain_point(point, meta))
+        except Unexplainable as exc:
+            skipped[label] = str(exc)
+    return Explained(done, skipped, meta)
+
+
+def _one_value(grid: Any) -> None:
+    """Every axis but ce_chunk takes one value."""
+    for axis in AXES:
+        values = grid.values[axis.name]
+        if axis.name != "ce_chunk" and len(values) > 1:
+            raise UsageError(f"explain takes one value, not {','.join(map(str, values))} (sweep measures a grid)",
+                             axis.name)
+
+
+@dataclass(frozen=True)
+class Verified:
+    """`verify`'s answer: the loss checks, the sampler checks, and the variants that cannot
+    run here (name → why). `passed`: no check failed."""
+
+    losses: list[LossCheck]
+    samplers: list[SamplerCheck]
+    skipped: Mapping[str, str]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed is not False for c in [*self.losses, *self.samplers])
+
+
+def verify(*, variant: str | None = None, dtype: str | None = None, temperature: float = 0.9, vocab: int = 16,
+           draws: int = 200_003, ce_chunk: int = 4096) -> Verified:
+    """Check the correctness claims of every variant (or of `variant`): losses and
+    gradients against float64 at four shapes in each `dtype` (default fp32), samplers by a
+    chi-square test of `draws` draws over a `vocab`-token vocabulary."""
+    from cebench.analyze.verify import SampleCase, run_all
+    from cebench.core.axes import parse_dtypes, parse_vocab
+    from cebench.run.grid import check_temperature, select_variants
+
+    names = list(select_variants(variant, ",".join(WORKLOADS)))
+    dtypes = list(parse_dtypes(dtype)) if dtype is not None else ["fp32"]
+    parse_vocab(str(vocab), "vocab")
+    if draws < 100:
+        raise UsageError("at least 100 draws are needed for a chi-square test", "draws")
+    if ce_chunk < 1:
+        raise UsageError(f"{ce_chunk} must be a positive integer", "ce_chunk")
+    check_temperature(temperature)
+    sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
+    losses, samplers, skipped = run_all(names, dtypes, sample)
+    return Verified(losses, samplers, skipped)
+
+
+def load(path: Path | str) -> pd.DataFrame:
+    """A results CSV (any schema cebench wrote), validated and typed."""
+    from cebench.store.frame import load as load_frame
+
+    return load_frame(Path(path))
+
+
+def check(results: Path | str | pd.DataFrame, baseline: Path | str | pd.DataFrame, *,
+          mem_tol: str | Fraction = "1%", time_tol: str | Fraction | None = None, strict: bool = False) -> CheckReport:
+    """Compare `results` with `baseline` point by point (CSV paths or `load`ed frames):
+    a `CheckReport` whose `passed` is False when a point's peak Δ grew beyond `mem_tol`, a
+    point that was ok failed, or (with `time_tol`) its step time grew significantly."""
+    from cebench.analyze.check import compare, parse_tolerance
+
+    def frame(x: Path | str | pd.DataFrame) -> pd.DataFrame:
+        return load(x) if isinstance(x, (str, Path)) else x
+
+    mem = parse_tolerance(mem_tol, "mem_tol") if isinstance(mem_tol, str) else mem_tol
+    time = parse_tolerance(time_tol, "time_tol") if isinstance(time_tol, str) else time_tol
+    return compare(frame(results), frame(baseline), mem_tol=mem, time_tol=time, strict=strict,
+                   names=(str(results) if not hasattr(results, "columns") else "results",
+                          str(baseline) if not hasattr(baseline, "columns") else "baseline"))

@@ -1,0 +1,166 @@
+"""The sweep's axes, each declared once: name, option, parser, default per device, help,
+and the CSV column it becomes.
+
+Everything else is derived from `AXES`: the fields of `Config` (a point), the grid's
+cartesian product, each command's typer options and their help, the defaults shown in
+`--help`, and the axis's column in the results CSV (`cebench.store.schema`). Adding an
+axis is one `Axis(...)` here plus its use (what a step does with the value).
+
+A leaf module: it imports nothing from cebench but the error type, and never torch.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from cebench.core.errors import UsageError
+
+MAX_SIZE = 2**31 - 1  # largest size in any one option: beyond it byte counts leave int64
+
+# Input dtypes of h and weight: canonical short name → bytes per element.
+ITEMSIZE: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
+DTYPES: tuple[str, ...] = tuple(ITEMSIZE)
+DTYPE_ALIASES: dict[str, str] = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16",
+                                 "half": "fp16"}
+
+
+def split(text: str, param: str) -> list[str]:
+    """'a, b,a' → ['a', 'b', 'a']; an empty list or an empty item is a `UsageError`."""
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise UsageError("empty (give one or more comma-separated values)", param)
+    if "" in parts:
+        raise UsageError(f"'{text}' has an empty item", param)
+    return parts
+
+
+def _unique(values: list) -> tuple:
+    return tuple(dict.fromkeys(values))
+
+
+def parse_ints(text: str, param: str) -> tuple[int, ...]:
+    """'4,8,16' → (4, 8, 16): positive integers up to `MAX_SIZE`, duplicates dropped, order kept."""
+    values = []
+    for part in split(text, param):
+        try:
+            value = int(part.replace("_", ""))
+        except ValueError:
+            raise UsageError(f"'{part}' is not an integer", param) from None
+        if value <= 0:
+            raise UsageError(f"{value} must be a positive integer", param)
+        if value > MAX_SIZE:
+            raise UsageError(f"{value} is too large (at most {MAX_SIZE:,})", param)
+        values.append(value)
+    return _unique(values)
+
+
+def parse_vocab(text: str, param: str) -> tuple[int, ...]:
+    """Vocabulary sizes: as `parse_ints`, each ≥ 2 (with one token there is nothing to predict)."""
+    values = parse_ints(text, param)
+    if min(values) < 2:
+        raise UsageError(f"{min(values)} is too small (a vocabulary needs at least 2 tokens)", param)
+    return values
+
+
+def resolve_dtype(name: str, param: str = "dtype") -> str:
+    """A dtype name or alias ('bf16', 'bfloat16', ...) → its canonical short name."""
+    key = name.strip().lower()
+    key = DTYPE_ALIASES.get(key, key)
+    if key not in DTYPES:
+        raise UsageError(f"'{name.strip()}' is not one of {', '.join(DTYPES)}", param)
+    return key
+
+
+def parse_dtypes(text: str, param: str = "dtype") -> tuple[str, ...]:
+    """'fp32,bfloat16' → ('fp32', 'bf16'), duplicates dropped."""
+    return _unique([resolve_dtype(p, param) for p in split(text, param)])
+
+
+def parse_fractions(text: str, param: str) -> tuple[float, ...]:
+    """'0,0.25' → (0.0, 0.25): shares in [0, 1), duplicates dropped, order kept."""
+    values = []
+    for part in split(text, param):
+        try:
+            value = float(part)
+        except ValueError:
+            raise UsageError(f"'{part}' is not a number", param) from None
+        if not 0 <= value < 1:
+            raise UsageError(f"{part} must be at least 0 and below 1", param)
+        values.append(value)
+    return _unique(values)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One sweep axis.
+
+    `name` is the `Config` field, the command's parameter and the CSV column; `parse`
+    turns the option's comma-separated text into values (raising `UsageError` naming the
+    parameter); `defaults` maps a device kind ('cpu', 'cuda') or '*' to the text of its
+    default values; `off` is a `Config`'s value when the axis is not swept (None: the axis
+    has no such value, every point names one). `chunked_only` axes apply to chunked
+    variants alone (the others get None). `kind`, `unit` and `doc` describe the CSV column,
+    `added` is the schema version that added it.
+    """
+
+    name: str
+    help: str
+    one: str  # the help of a command that takes a single value ("Batch size")
+    parse: Callable[[str, str], tuple]
+    defaults: Mapping[str, str]
+    kind: str
+    unit: str
+    doc: str
+    added: int = 1
+    off: object = None
+    chunked_only: bool = False
+    metavar: str = field(default="LIST")
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def default_text(self, device: str) -> str:
+        """The text of `device`'s default values."""
+        return self.defaults.get(device, self.defaults.get("*", ""))
+
+    def default(self, device: str) -> tuple:
+        """`device`'s default values."""
+        return self.parse(self.default_text(device), self.name)
+
+    def values(self, text: str | None, device: str) -> tuple:
+        """The option's values: `text` parsed, or `device`'s default when it is None."""
+        return self.default(device) if text is None else self.parse(text, self.name)
+
+    def defaults_help(self) -> str:
+        """'Default: 128.' or 'Default: cpu 128; cuda 2048.' for --help."""
+        if "*" in self.defaults:
+            return f"Default: {self.defaults['*']}."
+        return "Default: " + "; ".join(f"{d} {t}" for d, t in self.defaults.items()) + "."
+
+
+AXES: tuple[Axis, ...] = (
+    # CPU: small enough that `cebench sweep --vocab 50257` (16 points: 5 loss variants, 2 batches, 2 chunk
+    # sizes, 6 torch.compile calls) finishes in under three minutes on 2 cores with a cold compile cache, with
+    # N ≫ ce_chunk at batch 8. CUDA: the seed's 1B setting (d_model 2048, context 128) in bf16; bf16 matmuls
+    # are ~40× slower than fp32 on a CPU.
+    Axis("dtype", "Dtypes of h and weight, comma-separated: fp32, bf16, fp16.", "Dtype of h and weight: fp32, "
+         "bf16, fp16.", parse_dtypes, {"cpu": "fp32", "cuda": "bf16"}, "text", "",
+         "dtype of `h` and `weight`: `fp32`, `bf16`, `fp16`"),
+    Axis("batch", "Batch sizes, comma-separated.", "Batch size.", parse_ints,
+         {"cpu": "2,8", "cuda": "4,8,16,32"}, "int", "sequences", "sequences per step"),
+    Axis("context", "Context lengths (tokens per sequence).", "Context length.", parse_ints, {"*": "128"},
+         "int", "tokens", "tokens per sequence"),
+    Axis("vocab", "Vocabulary sizes (≥ 2).", "Vocabulary size (≥ 2).", parse_vocab, {"*": "50257"}, "int",
+         "tokens", "vocabulary size"),
+    Axis("d_model", "Hidden sizes.", "Hidden size.", parse_ints, {"cpu": "128", "cuda": "2048"}, "int", "",
+         "hidden size"),
+    Axis("ce_chunk", "Rows per chunk, for chunked variants.", "Rows per chunk, for chunked variants.", parse_ints,
+         {"cpu": "256,512", "cuda": "2048,8192"}, "int", "rows", "rows per chunk; empty for variants that "
+         "do not chunk", chunked_only=True),
+    Axis("ignore_frac", "Shares of the targets set to -100 (ignored: padding), each in [0, 1), placed at "
+         "random.", "Share of the targets set to -100 (ignored: padding), in [0, 1).", parse_fractions, {"*": "0"},
+         "float", "", "share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed "
+         "seed; the loss is the mean over the others", added=4, off=0.0),
+)
+BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}

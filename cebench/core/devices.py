@@ -1,0 +1,268 @@
+"""The device backend: one object per kind of device, owning everything that differs
+between them (how a step is timed, how its peak memory is read, the allocator's rounding,
+the sweep defaults). The rest of the package asks it and never compares device names.
+
+A named target with its own figures (a GPU model, for predictions) is one more instance,
+e.g. `dataclasses.replace(get('cuda'), name=..., granularity=...)`; another vendor is one
+more `Device` subclass and its instance in `_KNOWN`. Nothing here imports torch until a
+method runs (`cebench --help` must not import it).
+"""
+from __future__ import annotations
+
+import gc
+import platform
+import shutil
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cebench.core.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+    from cebench.measure.memory import MemoryReading
+
+
+@dataclass(frozen=True)
+class Device(ABC):
+    """One kind of device. `name`: its torch device type and the CSV's `device` column.
+    `repeats`, `warmup`: a sweep's default timed and untimed steps per point.
+    `isolate_by_default`: a sweep measures each point in a fresh process unless told.
+    `nominal_flops`: the matmul rate (FLOP/s) that balances shards, the same on every machine.
+    `granularity`: the allocator's rounding of every storage (bytes).
+    `mem_method`, `events_method`: the `mem_method` of a measured row, and of an
+    allocator-events timeline (`explain`).
+    `host_rng_states_count`: the RNG states checkpointing saves (host tensors) count in
+    this device's memory."""
+
+    name: str
+    repeats: int
+    warmup: int
+    isolate_by_default: bool
+    nominal_flops: float
+    granularity: int
+    mem_method: str
+    events_method: str
+    host_rng_states_count: bool
+
+    def unavailable_reason(self) -> str | None:
+        """Why this device cannot be used here, or None when it can."""
+        return None
+
+    def available(self) -> bool:
+        """Whether this machine has the device."""
+        return self.unavailable_reason() is None
+
+    def count(self) -> int:
+        """Devices of this kind visible here."""
+        return 1
+
+    def select(self, index: int) -> None:  # noqa: B027 - a no-op by default: one device, nothing to choose
+        """Make device `index` (of `count()`) this process's current one."""
+
+    def local_index(self, environ: Mapping[str, str]) -> int | None:
+        """The index on its node a launcher gave this process (None: any, or not chosen)."""
+        return None
+
+    @abstractmethod
+    def model_name(self) -> str:
+        """The hardware's model name, for the CSV's `device_name`."""
+
+    @abstractmethod
+    def time_once(self, step: Callable[[], object]) -> float:
+        """Wall time of one `step()`, synchronized, in milliseconds."""
+
+    @abstractmethod
+    def live_bytes(self, live: Iterable[torch.Tensor]) -> int:
+        """Bytes allocated on the device now, with `live` all the tensors alive there."""
+
+    @abstractmethod
+    def peak(self, step: Callable[[], object], live: Iterable[torch.Tensor]) -> MemoryReading:
+        """Bytes live before one `step()` (`live`: the step's inputs) and at its highest point."""
+
+    def free_cache(self) -> None:
+        """Collect garbage and return the allocator's cached blocks (call it outside
+        `except` blocks, where the traceback still pins a failed step's tensors)."""
+        gc.collect()
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """True for out-of-memory: torch's `OutOfMemoryError`, or the CPU allocator's
+        failure to allocate (host memory runs out under a GPU step too)."""
+        import torch
+
+        return isinstance(exc, torch.OutOfMemoryError) or (
+            isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+    def compile_unsupported_reason(self) -> str | None:
+        """Why `torch.compile` cannot build code for this device here, or None."""
+        return None
+
+    @abstractmethod
+    def rate_probe_size(self, dtype: str) -> int:
+        """Side (elements) of the square matmul that probes this device's rate in `dtype`."""
+
+
+@dataclass(frozen=True)
+class CPU(Device):
+    """The host: exact byte counts from the allocator's events, `perf_counter` timing."""
+
+    def model_name(self) -> str:
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return platform.processor() or platform.machine()
+
+    def time_once(self, step: Callable[[], object]) -> float:
+        t0 = time.perf_counter()  # CPU ops are synchronous
+        step()
+        return (time.perf_counter() - t0) * 1e3
+
+    def live_bytes(self, live: Iterable[torch.Tensor]) -> int:
+        from cebench.measure.memory import storage_bytes
+
+        return storage_bytes(live)
+
+    def peak(self, step: Callable[[], object], live: Iterable[torch.Tensor]) -> MemoryReading:
+        """The running sum of the allocator's events (`torch.profiler`, which sees inside
+        `torch.compile`d code too) on top of the storages of `live`."""
+        from cebench.measure.memory import MemoryReading, allocation_events, running_peak
+
+        self.free_cache()
+        base = self.live_bytes(live)
+        return MemoryReading(base, base + running_peak(allocation_events(step)), self.mem_method)
+
+    def compile_unsupported_reason(self) -> str | None:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        compiler = get_cpp_compiler()
+        if shutil.which(compiler) is None:
+            return f"torch.compile on CPU needs a C++ compiler ('{compiler}' not found)"
+        return None
+
+    def rate_probe_size(self, dtype: str) -> int:
+        return 1024 if dtype == "fp32" else 256  # the half types are slow on CPU
+
+
+@dataclass(frozen=True)
+class CUDA(Device):
+    """An NVIDIA GPU: the caching allocator's statistics, CUDA-event timing."""
+
+    def unavailable_reason(self) -> str | None:
+        import torch
+
+        if torch.cuda.is_available():
+            return None
+        return f"no CUDA GPU is visible to this torch ({torch.__version__}); use cpu"
+
+    def count(self) -> int:
+        import torch
+
+        return torch.cuda.device_count()
+
+    def select(self, index: int) -> None:
+        import torch
+
+        torch.cuda.set_device(index)
+
+    def local_index(self, environ: Mapping[str, str]) -> int | None:
+        """torchrun's LOCAL_RANK, else an `srun` task's SLURM_LOCALID."""
+        from cebench.run.shard import local_index
+
+        return local_index(environ)
+
+    def model_name(self) -> str:
+        import torch
+
+        return torch.cuda.get_device_name()
+
+    def time_once(self, step: Callable[[], object]) -> float:
+        import torch
+
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def live_bytes(self, live: Iterable[torch.Tensor]) -> int:
+        """Every tensor on the current GPU counts, `live` or not."""
+        import torch
+
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated()
+
+    def peak(self, step: Callable[[], object], live: Iterable[torch.Tensor]) -> MemoryReading:
+        """`max_memory_allocated` over the step (every tensor on the current GPU counts)."""
+        import torch
+
+        from cebench.measure.memory import MemoryReading
+
+        self.free_cache()
+        base = self.live_bytes(live)
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        return MemoryReading(base, torch.cuda.max_memory_allocated(), self.mem_method)
+
+    def free_cache(self) -> None:
+        import torch
+
+        super().free_cache()
+        torch.cuda.empty_cache()
+
+    def compile_unsupported_reason(self) -> str | None:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return "torch.compile on CUDA needs triton, which is not installed"
+        return None
+
+    def rate_probe_size(self, dtype: str) -> int:
+        return 4096
+
+
+# CPU defaults: a default sweep finishes in minutes on 2 cores; CUDA: the 1B setting's.
+_KNOWN: tuple[Device, ...] = (
+    CPU(name="cpu", repeats=4, warmup=1, isolate_by_default=False, nominal_flops=1e11, granularity=1,
+        mem_method="cpu-allocator-events", events_method="cpu-allocator-events", host_rng_states_count=True),
+    CUDA(name="cuda", repeats=20, warmup=3, isolate_by_default=True, nominal_flops=3e14,
+         granularity=512,  # the caching allocator rounds every block up to 512 bytes
+         mem_method="cuda-max-memory-allocated", events_method="cuda-allocator-events",
+         host_rng_states_count=False),
+)
+_BY_NAME = {d.name: d for d in _KNOWN}
+DEVICES: tuple[str, ...] = tuple(_BY_NAME)
+_AUTO = ("cuda", "cpu")  # what 'auto' tries, in order
+
+
+def get(name: str, param: str | None = "device") -> Device:
+    """The device called `name` (case and spaces ignored), whether or not it is here; an
+    unknown name is a `UsageError` for `param`."""
+    device = _BY_NAME.get(name.strip().lower())
+    if device is None:
+        raise UsageError(f"'{name}' is not one of {', '.join(DEVICES)}", param)
+    return device
+
+
+def resolve(name: str, param: str | None = "device") -> Device:
+    """The device to measure on here: 'auto' is CUDA when a GPU is visible, else the CPU;
+    an unknown name, or a device this machine lacks, is a `UsageError` for `param`."""
+    key = name.strip().lower()
+    if key == "auto":
+        return next(d for d in map(get, _AUTO) if d.available())
+    if key not in _BY_NAME:
+        raise UsageError(f"'{name}' is not one of {', '.join(('auto',) + DEVICES)}", param)
+    device = _BY_NAME[key]
+    reason = device.unavailable_reason()
+    if reason:
+        raise UsageError(reason, param)
+    return device

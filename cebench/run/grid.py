@@ -1,0 +1,144 @@
+"""The sweep grid: option values parsed and checked against `AXES`, device-aware
+defaults, and expansion into measured points (`Config`). Imports torch only to resolve
+device 'auto' or 'cuda'."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from cebench.core.axes import AXES, BY_NAME, split
+from cebench.core.config import LOSS, WORKLOADS, Config
+from cebench.core.errors import UsageError
+from cebench.losses import variants
+
+LOGITS_LIMIT = 2**62  # bytes of full fp32 logits beyond which no machine or CSV holds a point
+
+
+def check_temperature(temperature: float) -> float:
+    """Sampling temperature must be a positive, finite number."""
+    if not 0 < temperature < float("inf"):
+        raise UsageError(f"{temperature} must be positive", "temperature")
+    return temperature
+
+
+def parse_names(text: str, known: list[str], param: str) -> tuple[str, ...]:
+    """'a,b' → ('a', 'b'), each checked against `known`, duplicates dropped."""
+    chosen: list[str] = []
+    for part in split(text, param):
+        if part not in known:
+            raise UsageError(f"unknown '{part}' (choose from {', '.join(known)})", param)
+        if part not in chosen:
+            chosen.append(part)
+    return tuple(chosen)
+
+
+def select_variants(variant: str | None, workload: str | None, device: str | None = None) -> tuple[str, ...]:
+    """Variant and workload texts → variant names. Without `variant`: the default variants
+    of the chosen workloads (default: loss). A variant is a variant name, a user's
+    ``module:function`` or ``file.py:function``, or either with ``-compiled`` appended;
+    variants named explicitly must belong to the chosen workloads."""
+    workloads = parse_names(workload, list(WORKLOADS), "workload") if workload is not None else None
+    if variant is None:
+        return tuple(n for w in (workloads or (LOSS,)) for n in variants.defaults(w, device))
+    chosen = tuple(dict.fromkeys(variants.resolve(part).name for part in split(variant, "variant")))
+    if workloads is not None:
+        stray = [n for n in chosen if variants.get(n).workload not in workloads]
+        if stray:
+            raise UsageError(f"{', '.join(stray)} is not a {'/'.join(workloads)} variant", "variant")
+    return chosen
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The cartesian grid of a sweep: the values of every axis (`AXES` name → values).
+    Axes that apply to chunked variants only (`ce_chunk`) expand those alone; the other
+    variants are measured once per shape. `grid.batch` etc. read `values`."""
+
+    variants: tuple[str, ...]
+    device: str
+    values: Mapping[str, tuple]
+    temperature: float = 0.9
+
+    def __getattr__(self, name: str) -> tuple:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+    def runnable(self, smoke: bool = True) -> tuple[Grid, dict[str, str]]:
+        """This grid without the variants that cannot run on its device here, and why each
+        of those cannot (name → reason). With `smoke`, user variants are smoke-tested on a
+        tiny problem first (`UsageError` when one breaks the contract)."""
+        reasons = {n: r for n in self.variants if (r := variants.get(n).unsupported_reason(self.device))}
+        if smoke:
+            variants.smoke_test(self.variants, self.device)
+        return replace(self, variants=tuple(n for n in self.variants if n not in reasons)), reasons
+
+    def expand(self) -> list[Config]:
+        """Every point, grouped by shape so that the variants of one shape are adjacent
+        (the last axes vary fastest: batch before context before d_model, vocab, dtype)."""
+        shared = [a for a in AXES if not a.chunked_only]
+        order = [a for a in shared if a.name not in ("batch", "context", "d_model", "vocab")] + [
+            BY_NAME[n] for n in ("vocab", "d_model", "context", "batch")]
+        chunked = [a for a in AXES if a.chunked_only]
+        points = []
+        for combo in itertools.product(*(self.values[a.name] for a in order)):
+            shape = dict(zip((a.name for a in order), combo, strict=True))
+            for name in self.variants:
+                variant = variants.get(name)
+                per_chunk = [self.values[a.name] if variant.chunked else (None,) for a in chunked]
+                for extra in itertools.product(*per_chunk):
+                    points.append(Config(variant=name, workload=variant.workload, device=self.device,
+                                         temperature=self.temperature, **shape,
+                                         **dict(zip((a.name for a in chunked), extra, strict=True))))
+        return points
+
+
+def _text(value: object) -> str | None:
+    """An axis value as option text: None and text stay, a sequence is comma-joined, a number written."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Iterable):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+class GridOptions:
+    """A grid as given: each axis's values (`AXES` name → comma-separated text, a number or
+    a sequence; missing or None = the device's default), the variants and workloads, the
+    temperature. `GridOptions(batch="2,8", variant="dense,chunked")`; parsed into a `Grid`
+    by `grid(device)`. An unknown axis is a `UsageError`."""
+
+    def __init__(self, *, variant: str | Iterable[str] | None = None, workload: str | None = None,
+                 temperature: float = 0.9, **axes: object) -> None:
+        unknown = sorted(set(axes) - set(BY_NAME))
+        if unknown:
+            raise UsageError(f"not an axis (axes: {', '.join(BY_NAME)})", unknown[0])
+        self.axes: dict[str, str | None] = {k: _text(v) for k, v in axes.items()}
+        self.variant, self.workload, self.temperature = _text(variant), workload, temperature
+
+    def __repr__(self) -> str:
+        return f"GridOptions(variant={self.variant!r}, workload={self.workload!r}, axes={self.axes!r})"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object]) -> GridOptions:
+        """The grid options among a command's parsed parameters (by name); others ignored."""
+        names = [a.name for a in AXES] + ["variant", "workload", "temperature"]
+        return cls(**{k: params[k] for k in names if k in params})
+
+    def given(self, **changes: object) -> GridOptions:
+        """These options with some replaced (axes, variant, workload, temperature)."""
+        return GridOptions(**{**self.axes, "variant": self.variant, "workload": self.workload,
+                              "temperature": self.temperature, **changes})
+
+    def grid(self, device: str) -> Grid:
+        """The grid for `device` ('cpu' or 'cuda'); unset axes take its defaults."""
+        values = {a.name: a.values(self.axes.get(a.name), device) for a in AXES}
+        grid = Grid(variants=select_variants(self.variant, self.workload, device), device=device, values=values,
+                    temperature=check_temperature(self.temperature))
+        logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4
+        if logits >= LOGITS_LIMIT:
+            raise UsageError(f"the full fp32 logits would take {logits:,} bytes, beyond what any machine or a "
+                             "results CSV can hold", "batch × context × vocab")
+        return grid

@@ -1,0 +1,176 @@
+"""A sweep as a library call: the grid planned (shard, resume, what cannot run here), then
+measured point by point, in process or each point in a fresh one, each row written to the
+CSV as it is measured. `cebench sweep` parses its options into a `Sweep` and renders what
+it yields; nothing here prints."""
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cebench.core import devices
+from cebench.core.axes import split
+from cebench.core.config import Config, Settings
+from cebench.core.errors import UsageError
+from cebench.losses import variants
+from cebench.run import plan as plan_mod
+from cebench.run import shard as shard_mod
+from cebench.run.grid import GridOptions
+from cebench.run.isolate import Child
+from cebench.run.plan import Plan
+from cebench.run.shard import Shard
+from cebench.store.files import ResultWriter, check_out, done_keys
+from cebench.store.schema import Result
+
+POINT_TIMEOUT_S = 1800.0  # seconds an isolated point may run by default (a 1B-setting compile takes minutes)
+RATE_TIMEOUT_S = 300.0  # seconds the pre-sweep matmul-rate probe may take in a child process
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A floor on a sweep's time: the matmul work of every step at `rates` (FLOP/s per
+    dtype, measured now), in `floor_s` seconds, plus `compilations` torch.compile calls."""
+
+    floor_s: float
+    rates: Mapping[str, float]
+    compilations: int
+
+
+class Sweep:
+    """One sweep, planned when made and measured when iterated (each `Result` is yielded
+    after it is written to `path`).
+
+    `options` is the grid as given (`GridOptions`); `device` 'auto', 'cpu' or 'cuda';
+    `repeats`/`warmup` default to the device's; `threads` fixes torch's intra-op threads;
+    `shard` is 'INDEX/COUNT' or a `Shard` (None: from torchrun/SLURM in `environ`, else the
+    whole grid); `out` the CSV (None: results/sweep-<time>.csv); `resume` skips the points
+    `out` holds as ok or oom; `isolate` measures each point in a fresh process (None: the
+    device's default; a `point_timeout` in seconds turns it on). Bad input is a
+    `UsageError` naming the parameter, raised before anything is measured or written.
+    """
+
+    def __init__(self, options: GridOptions | None = None, *, device: str = "auto", repeats: int | None = None,
+                 warmup: int | None = None, threads: int | None = None, shard: str | Shard | None = None,
+                 out: Path | str | None = None, resume: bool = False, isolate: bool | None = None,
+                 point_timeout: float | None = None, environ: Mapping[str, str] | None = None) -> None:
+        options = options or GridOptions()
+        environ = os.environ if environ is None else environ
+        options.grid("cpu")  # every grid option checked before device 'auto' imports torch to look for a GPU
+        if isinstance(shard, str):
+            shard = shard_mod.parse(shard)
+        elif shard is None:
+            shard = shard_mod.from_env(environ)
+        self.shard = shard if shard is None or shard.count > 1 else None  # 0/1 is the whole grid
+        if point_timeout is not None and not point_timeout > 0:
+            raise UsageError(f"{point_timeout:g} must be a positive number of seconds", "point_timeout")
+        if point_timeout is not None and isolate is False:
+            raise UsageError("needs --isolate (a point in the sweep's own process cannot be stopped)",
+                             "point_timeout")
+        if resume and out is None:
+            raise UsageError("needs --out: the CSV of the sweep to resume", "resume")
+        if threads is not None and threads < 1:
+            raise UsageError("must be at least 1", "threads")
+        if (warmup is not None and warmup < 1) or (repeats is not None and repeats < 1):
+            raise UsageError("must be at least 1", "warmup" if warmup is not None and warmup < 1 else "repeats")
+        self.device = devices.resolve(device)
+        grid = options.grid(self.device.name)
+        self.settings = Settings(warmup=self.device.warmup if warmup is None else warmup,
+                                 repeats=self.device.repeats if repeats is None else repeats)
+        self.isolate = point_timeout is not None or (self.device.isolate_by_default if isolate is None else isolate)
+        self.timeout_s = (point_timeout or POINT_TIMEOUT_S) if self.isolate else None
+        self.path, self.where = shard_mod.out_path(None if out is None else Path(out), self.shard, environ)
+        check_out(self.path)  # a foreign or unwritable CSV is refused before torch is even imported
+        done = done_keys(self.path) if resume else set()
+
+        import torch
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        self.threads = threads
+        # The launcher's GPU for this process, unless it shows each task its GPU alone (srun --gpu-bind).
+        local = self.device.local_index(environ)
+        self.device_index = local if local is not None and local < self.device.count() else None
+        if self.device_index is not None and not self.isolate:  # an isolated sweep leaves the GPU to its children
+            self.device.select(self.device_index)
+        specs = tuple(split(options.variant, "variant")) if options.variant else ()
+        self.child = Child(specs=specs, threads=threads, device=self.device.name, device_index=self.device_index)
+        everything = grid.expand()
+        self.grid, self.unsupported = grid.runnable(smoke=not self.isolate)
+        # user variants that crash or hang on the smoke test's tiny problem (name → how): their points fail
+        self.crashed: dict[str, str] = {}
+        if self.isolate:
+            from cebench.run.runner import smoke_test_isolated
+
+            self.crashed = smoke_test_isolated(self.grid.variants, self.device.name, self.child, self.timeout_s)
+        if not self.grid.variants:
+            raise UsageError(f"no variant of the sweep can run on {self.device.name} here", "variant")
+        self.plan: Plan = plan_mod.make(everything, self.shard, done, self.settings.warmup, self.settings.repeats)
+        self.points: list[Config] = [p for p in self.plan.points if p.variant not in self.unsupported]
+        self.warnings: list[str] = []  # what opening the CSV found (a cut-off row, an older header)
+        self.written: list[Result] = []
+        self._writer: ResultWriter | None = None
+
+    def estimate(self) -> Estimate | None:
+        """A floor on the time the points take (`Estimate`), from the rate a square matmul of
+        each dtype reaches on the device now; None when a rate could not be measured."""
+        from cebench.run import isolate as isolate_mod
+
+        rates: dict[str, float] = {}
+        dtypes = dict.fromkeys(p.dtype for p in self.points)
+        for dtype in dtypes:
+            if not self.isolate:
+                rates[dtype] = plan_mod.matmul_rate(self.device.name, dtype)
+            elif (outcome := isolate_mod.call(plan_mod.matmul_rate, (self.device.name, dtype), self.child,
+                                              RATE_TIMEOUT_S)).value:
+                rates[dtype] = outcome.value
+        if not self.points or len(rates) < len(dtypes):
+            return None
+        compiled = sum(variants.get(p.variant).compiled for p in self.points)
+        return Estimate(plan_mod.estimate_s(self.points, self.settings.warmup, self.settings.repeats, rates), rates,
+                        compiled)
+
+    def _measure(self) -> Callable[[Config], Result]:
+        from cebench.run.runner import isolated, run
+
+        if self.isolate:
+            return isolated(self.child, self.settings, self.timeout_s)
+        return functools.partial(run, settings=self.settings)
+
+    def open(self) -> list[str]:
+        """Open the CSV for appending (`__iter__` does it when not done yet) and return what
+        opening it found: a cut-off last row dropped, an older header whose rows lack columns."""
+        if self._writer is None:
+            self._writer = ResultWriter(self.path)
+            if self._writer.repaired:
+                self.warnings.append(f"{self.path}: its last row was cut off (a crash or a full disk?) and is "
+                                     f"dropped: {self._writer.repaired[:120]}")
+            if self._writer.dropped:
+                self.warnings.append(f"{self.path} was written by an older cebench: its rows will lack "
+                                     f"{', '.join(self._writer.dropped)}; use a new CSV to keep them")
+        return self.warnings
+
+    def __iter__(self) -> Iterator[Result]:
+        """Measure each point, write its row to `path` (flushed) and yield it. A failing
+        write is a `UsageError`, every earlier row kept."""
+        if not self.points:
+            return
+        self.open()
+        assert self._writer is not None
+        with self._writer as writer:
+            measure = self._measure()
+            for point in self.points:
+                result = measure(point)
+                result.shard = self.shard.label if self.shard else ""
+                writer.write(result)
+                self.written.append(result)
+                yield result
+
+
+def sweep(options: GridOptions | None = None, **kwargs: object) -> list[Result]:
+    """Run a whole `Sweep(options, **kwargs)` and return its rows."""
+    return list(Sweep(options, **kwargs))  # type: ignore[arg-type]
+
+
+__all__ = ["Estimate", "Sweep", "sweep"]

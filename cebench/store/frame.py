@@ -1,0 +1,120 @@
+"""The results CSV as a pandas DataFrame: loading and validating a file (any schema from 1
+on), rows as the frame a file would load as, and small helpers the views share.
+
+Loading is tolerant in both directions: a column a newer release added is filled in as
+its declaration says (empty; `schema_version` 1) for an older file, and a column this
+release does not know (written by a later one) is kept and ignored, so no file becomes
+unreadable because its columns changed.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from cebench.core.errors import UsageError
+from cebench.store.files import cell as csv_cell
+from cebench.store.schema import (
+    ADDED,
+    BEFORE,
+    COLUMNS,
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    KEY_COLUMNS,
+    OK_MEMORY,
+    OK_TIME,
+    PREDICTED,
+    REQUIRED_VALUES,
+    SAMPLES_COLUMNS,
+    STATUSES,
+    Result,
+    Status,
+)
+
+
+def samples(cell: object) -> tuple[float, ...]:
+    """A `time_ms_samples` cell → its step times in ms; () for an empty cell."""
+    return () if not isinstance(cell, str) else tuple(float(v) for v in cell.split())
+
+
+def load(path: Path) -> pd.DataFrame:
+    """Read and validate a results CSV: integer columns as nullable Int64, floats as
+    float64. Raises `UsageError` naming the problem for a missing, empty or malformed file."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a CSV file")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
+    if not text.strip():
+        raise UsageError(f"{path}: the file is empty")
+    try:
+        # A short (truncated) row reads as NaN cells: treat them as empty like any blank cell.
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False).fillna("")
+    except pd.errors.ParserError as exc:
+        raise UsageError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in COLUMNS if c not in frame.columns and c not in ADDED]
+    if missing:
+        raise UsageError(f"{path}: missing column(s) {', '.join(missing)}")
+    for column in ADDED:
+        if column not in frame.columns:  # written before this column existed
+            frame[column] = BEFORE[column]
+    if frame.empty:
+        raise UsageError(f"{path}: the file has a header but no rows")
+    for column in REQUIRED_VALUES:
+        blank = frame.index[frame[column].str.strip() == ""]
+        if len(blank):
+            raise UsageError(f"{path}: row {blank[0] + 2}: column '{column}' is empty")
+    for column in INT_COLUMNS + FLOAT_COLUMNS:
+        raw = frame[column].str.strip()
+        numbers = pd.to_numeric(raw.replace("", None), errors="coerce")
+        bad = raw[(raw != "") & numbers.isna()]
+        if len(bad):
+            raise UsageError(f"{path}: row {bad.index[0] + 2}: column '{column}' has non-numeric value "
+                             f"'{bad.iloc[0]}'")
+        if column in INT_COLUMNS and ((numbers.dropna() % 1) != 0).any():
+            raise UsageError(f"{path}: column '{column}' must hold whole numbers")
+        frame[column] = numbers
+    unknown = sorted(set(frame["status"]) - set(STATUSES))
+    if unknown:
+        raise UsageError(f"{path}: column 'status' has unknown value(s) {', '.join(unknown)} "
+                         f"(expected {', '.join(s.value for s in STATUSES)})")
+    ok = frame["status"] == Status.OK.value
+    timed = ok & (frame["mem_method"] != PREDICTED)
+    for column, rows in [(c, ok) for c in OK_MEMORY] + [(c, timed) for c in OK_TIME]:
+        blank = frame.index[rows & frame[column].isna()]
+        if len(blank):
+            raise UsageError(f"{path}: row {blank[0] + 2}: status is ok but column '{column}' is empty")
+    return _typed(frame)
+
+
+def distinct(frame: pd.DataFrame, column: str) -> str:
+    """The distinct values of `column`, as text, sorted and comma-joined (for titles and warnings)."""
+    return ", ".join(sorted(set(frame[column].astype(str))))
+
+
+def latest(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration (`KEY_COLUMNS`): the last one, since sweeps append to a CSV."""
+    return frame.drop_duplicates(list(KEY_COLUMNS), keep="last")
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns as nullable Int64, float columns as float64, the rest as text."""
+    frame = frame.copy()
+    for column in INT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+    for column in FLOAT_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column]).astype("float64")
+    return frame
+
+
+def to_frame(results: list[Result]) -> pd.DataFrame:
+    """Results as the DataFrame `load` would return for their CSV."""
+    # Samples as their cell (as loaded), a Status as its plain string; the rest as they are.
+    rows = [{k: (csv_cell(v) if k in SAMPLES_COLUMNS or isinstance(v, Status) else v) for k, v in asdict(r).items()}
+            for r in results]
+    return _typed(pd.DataFrame(rows, columns=list(COLUMNS)))

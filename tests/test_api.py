@@ -1,0 +1,80 @@
+"""The Python API: the README's example runs as written, and the library names the
+parameter at fault where the command line names the flag."""
+import re
+from pathlib import Path
+
+import pytest
+
+import cebench
+from cebench.run.grid import GridOptions
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_example() -> str:
+    section = README.read_text().split("## Python API", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+
+
+def test_the_readmes_pytest_example_passes_as_written(tmp_path):
+    namespace: dict = {}
+    exec(compile(readme_example(), "README.md", "exec"), namespace)
+    tests = [f for name, f in namespace.items() if name.startswith("test_")]
+    assert len(tests) == 1
+    tests[0](tmp_path)
+    assert (tmp_path / "peak.csv").read_text().count("\n") == 2  # header and the one row
+
+
+def test_a_sweep_is_planned_when_made_and_measured_when_iterated(tmp_path):
+    out = tmp_path / "s.csv"
+    s = cebench.Sweep(GridOptions(variant="dense,chunked", batch="1,2", context=16, vocab=300, d_model=8,
+                                  ce_chunk=16), device="cpu", repeats=1, out=out)
+    assert [(p.variant, p.batch, p.ce_chunk) for p in s.points] == [
+        ("dense", 1, None), ("chunked", 1, 16), ("dense", 2, None), ("chunked", 2, 16)]
+    assert not out.exists()  # nothing written before the first point is measured
+    rows = []
+    for row in s:
+        rows.append(row)
+        assert out.read_text().count("\n") == len(rows) + 1  # each row is on disk when it is yielded
+    assert [r.status for r in rows] == ["ok"] * 4 and s.written == rows
+
+
+@pytest.mark.parametrize("call,param", [
+    (lambda: cebench.sweep(batch=0, device="cpu"), "batch"),
+    (lambda: cebench.sweep(ignore_frac=1.5, device="cpu"), "ignore_frac"),
+    (lambda: cebench.sweep(device="tpu"), "device"),
+    (lambda: cebench.sweep(resume=True, device="cpu"), "resume"),
+    (lambda: cebench.predict(target="tpu"), "target"),
+    (lambda: cebench.predict(batchsize=4), "batchsize"),
+    (lambda: cebench.fit(2**30, context="64,128"), "context"),
+    (lambda: cebench.check("a.csv", "b.csv", mem_tol="lots"), "mem_tol"),
+])
+def test_bad_input_is_a_usage_error_naming_the_parameter(call, param):
+    with pytest.raises(cebench.UsageError) as info:
+        call()
+    assert info.value.param == param and str(info.value).startswith(f"{param}: ")
+
+
+def test_predict_fit_and_check_return_values():
+    (row,) = cebench.predict(variant="dense", target="cpu", batch=2, context=16, vocab=300, d_model=8)
+    assert row.peak_delta_bytes == 3 * 32 * 300 * 4 + 8  # dense: three N × vocab fp32 buffers + two scalars
+    fitted = cebench.fit(row.peak_bytes, variant="dense", target="cpu", context=16, vocab=300, d_model=8)
+    assert [f.batch for f in fitted.fits] == [2]  # batch 2 fits its own peak exactly, batch 3 does not
+
+
+def test_ignored_targets_are_placed_by_the_seed_and_cost_dense_no_memory(tmp_path):
+    from cebench.core.config import Config
+    from cebench.losses import inputs
+
+    point = Config("dense", "loss", "cpu", "fp32", 2, 32, 300, 8, None, ignore_frac=0.25)
+    targets = inputs.make(point).targets
+    assert int((targets == inputs.IGNORE_INDEX).sum()) == 16 and targets.equal(inputs.make(point).targets)
+    plain = inputs.make(Config("dense", "loss", "cpu", "fp32", 2, 32, 300, 8, None)).targets
+    kept = targets != inputs.IGNORE_INDEX
+    assert targets[kept].equal(plain[kept])  # the same draws, some of them padded
+    rows = cebench.sweep(variant="dense", device="cpu", batch=2, context=32, vocab=300, d_model=8,
+                         ignore_frac="0,0.5", repeats=1, out=tmp_path / "i.csv")
+    assert [r.ignore_frac for r in rows] == [0.0, 0.5]
+    assert rows[0].peak_delta_bytes == rows[1].peak_delta_bytes
+    frame = cebench.load(tmp_path / "i.csv")
+    assert list(frame["ignore_frac"]) == [0.0, 0.5]
