@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from cebench.run import plan
 from cebench.cli import app
 from cebench.core.errors import UsageError
+from cebench.run import plan
 from cebench.run.grid import GridOptions
+from cebench.run.shard import Shard, assign, from_env, local_index, out_path, parse, run_id
 from cebench.store.frame import load
 from cebench.store.schema import KEY_COLUMNS, SCHEMA_VERSION
-from cebench.run.shard import Shard, assign, from_env, local_index, out_path, parse, run_id
 from conftest import rewrite
 
 BIN = Path(sys.executable).parent
@@ -100,8 +100,9 @@ def test_shard_file_names():
 
 @pytest.mark.parametrize("text", ["2", "2/2", "-1/2", "a/b", "1/0", ""])
 def test_a_bad_shard_is_a_usage_error(text):
-    with pytest.raises(UsageError, match="--shard"):
+    with pytest.raises(UsageError, match="INDEX/COUNT") as info:
         parse(text)
+    assert info.value.param == "shard"
 
 
 @pytest.mark.slow

@@ -22,7 +22,6 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass
 
-from cebench.analyze.predict import OpaqueOp, trace
 from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
@@ -31,6 +30,7 @@ from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure.allocations import ProfiledStep
 from cebench.measure.memory import round_up
+from cebench.measure.meta import OpaqueOp, trace
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
 from cebench.measure.tracker import OpTracker
 from cebench.store.schema import PREDICTED

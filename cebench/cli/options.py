@@ -24,9 +24,9 @@ def per_device(attribute: str) -> str:
 
 
 def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
-              defaults: Mapping[str, str] | None = None) -> Callable[[F], F]:
+              defaults: Mapping[str, str] | None = None, after: str = "ctx") -> Callable[[F], F]:
     """Give a command one option per axis of `AXES` (but those in `skip`), in their order,
-    after its `ctx` parameter: `--batch LIST` and so on, None when not given (the device's
+    after its `after` parameter (default `ctx`, else first): `--batch LIST` and so on, None when not given (the device's
     default), with the help and defaults the axis declares. Axes in `single` take one value
     (metavar VALUE, the axis's singular help); `defaults` replaces an axis's default text in
     the help. The command reads them from `ctx.params` (see `GridOptions.from_params`)."""
@@ -45,7 +45,8 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
                                   show_default=False)
             axes.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                           annotation=Annotated[str | None, option]))
-        at = 1 if params and params[0].name == "ctx" else 0
+        names = [p.name for p in params]
+        at = names.index(after) + 1 if after in names else 0
         params = params[:at] + axes + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[at:]]
 
         @functools.wraps(fn)

@@ -92,7 +92,7 @@ def fit_table(fits: list[Fit], budget: int, measured: dict[int, Result]) -> Tabl
 
 
 @command(name="fit")
-@with_axes(skip=("batch",), single=("dtype", "context", "vocab", "d_model", "ignore_frac"))
+@with_axes(skip=("batch",), single=("dtype", "context", "vocab", "d_model", "ignore_frac"), after="budget")
 def fit_command(
     ctx: typer.Context,
     budget: str = typer.Option(..., metavar="BYTES", help="Memory budget for the absolute peak (inputs included): "

@@ -171,8 +171,8 @@ def resolve(spec: str) -> Variant:
             return REGISTRY[variant.name]
         return register(replace(variant, on_request=True))
     known = ", ".join(names())
-    raise UsageError(f"--variant: unknown '{spec}' (choose from {known}; or give module:function or "
-                     "file.py:function, and append -compiled for a compiled twin)")
+    raise UsageError(f"unknown '{spec}' (choose from {known}; or give module:function or file.py:function, and "
+                     "append -compiled for a compiled twin)", "variant")
 
 
 def untrusted(names: Iterable[str], device: str) -> list[str]:

@@ -136,7 +136,7 @@ def save(explanations: Sequence[Explanation], path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=150)
     except OSError as exc:
-        raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
+        raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})", "out") from None
     finally:
         plt.close(fig)
     return path

@@ -73,9 +73,9 @@ def select(frame: pd.DataFrame, filters: list[str]) -> pd.DataFrame:
     for text in filters:
         column, sep, value = (part.strip() for part in text.partition("="))
         if not sep or not column or not value:
-            raise UsageError(f"--filter: '{text}' is not COLUMN=VALUE (example: --filter context=128)")
+            raise UsageError(f"'{text}' is not COLUMN=VALUE (example: context=128)", "filter")
         if column not in frame.columns:
-            raise UsageError(f"--filter: unknown column '{column}' (for example {', '.join(KEY_COLUMNS)})")
+            raise UsageError(f"unknown column '{column}' (for example {', '.join(KEY_COLUMNS)})", "filter")
         cells = frame[column].map(lambda v: "" if pd.isna(v) else str(v))
         kept = frame[cells.isin({v.strip() for v in value.split(",")})]
         if kept.empty:
@@ -469,7 +469,7 @@ def figures(frame: pd.DataFrame, x: str | None = None) -> dict[str, Figure]:
         raise UsageError("nothing to draw: every selected row is unsupported")
     x = x or default_x(frame)
     if x not in X_PARAMS:
-        raise UsageError(f"--x: '{x}' is not one of {', '.join(X_PARAMS)}")
+        raise UsageError(f"'{x}' is not one of {', '.join(X_PARAMS)}", "x")
     styles = _styles(list(dict.fromkeys(frame.apply(_line, axis=1))))
     drawn = {}
     try:
@@ -499,7 +499,7 @@ def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = F
                 fig.savefig(path, dpi=150)
                 paths.append(path)
     except OSError as exc:
-        raise UsageError(f"--out-dir {out_dir}: cannot write there ({exc.strerror or exc})") from None
+        raise UsageError(f"{out_dir}: cannot write there ({exc.strerror or exc})", "out_dir") from None
     finally:
         for fig in drawn.values():
             plt.close(fig)

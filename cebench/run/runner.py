@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from cebench.analyze.predict import count_flops
 from cebench.core import devices
 from cebench.core.config import Config, Settings
 from cebench.core.errors import UsageError, describe
@@ -17,6 +16,7 @@ from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure import limits
 from cebench.measure.memory import MemoryReading
+from cebench.measure.meta import count_flops
 from cebench.measure.timing import Timing, time_steps
 from cebench.run import isolate
 from cebench.run.isolate import Child

@@ -35,15 +35,20 @@ class Shard:
         return f"{self.index}-of-{self.count}"
 
 
-def parse(text: str, option: str = "--shard") -> Shard:
-    """'INDEX/COUNT' (e.g. '2/8') → `Shard`; anything else is a `UsageError`."""
+def parse(text: str, where: str | None = None) -> Shard:
+    """'INDEX/COUNT' (e.g. '2/8') → `Shard`; anything else is a `UsageError` for the
+    `shard` parameter, or naming `where` (a CSV cell, say) when given."""
     index, sep, count = text.strip().partition("/")
+
+    def bad(message: str) -> UsageError:
+        return UsageError(message, "shard") if where is None else UsageError(f"{where}: {message}")
+
     try:
-        shard = Shard(int(index), int(count), option)
+        shard = Shard(int(index), int(count))
     except ValueError:
-        raise UsageError(f"{option}: '{text}' is not INDEX/COUNT (e.g. 0/4)") from None
+        raise bad(f"'{text}' is not INDEX/COUNT (e.g. 0/4)") from None
     if not sep or shard.count < 1 or not 0 <= shard.index < shard.count:
-        raise UsageError(f"{option}: '{text}' is not INDEX/COUNT with 0 ≤ INDEX < COUNT")
+        raise bad(f"'{text}' is not INDEX/COUNT with 0 ≤ INDEX < COUNT")
     return shard
 
 
