@@ -1,4 +1,5 @@
-# cebench: `make sweep` measures the default grid, `make test` runs the test suite,
+# cebench: `make sweep` measures the default grid, `make test` runs the test suite
+# (`make test ARGS="-m 'not slow'"` leaves out the end-to-end tests), `make lint` runs ruff,
 # `make gate` fails when the loss's peak memory grew against results/baseline.csv
 # (`make baseline` regenerates that file, on purpose only).
 # Each creates .venv on first use. The venv sees the system's site-packages, so a torch
@@ -16,7 +17,7 @@ GATE_GRID := --device cpu --variant dense,chunked --batch 1,4 --context 64 --voc
              --d-model 32 --ce-chunk 64 --warmup 1 --repeats 1 --threads 1
 BASELINE ?= results/baseline.csv
 
-.PHONY: install sweep test gate baseline clean
+.PHONY: install sweep test lint gate baseline clean
 
 install: $(VENV)/.installed
 
@@ -31,6 +32,9 @@ sweep: install
 
 test: install
 	$(PY) -m pytest $(ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check cebench tests results
 
 # ARGS go to `cebench check` here (e.g. ARGS=--json).
 gate: install

@@ -110,9 +110,7 @@ def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bo
         devices.resolve(device, param="target")  # the target must be here to measure on it
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
-    many = [a.name for a in AXES if a.name not in ("batch", "ce_chunk") and len(candidates.values[a.name]) > 1]
-    if many:
-        raise UsageError("fit takes one value of each axis but ce_chunk at a time", many[0])
+    _one_value(candidates, "fit")
     variants.smoke_test(candidates.variants, "cpu")
     points, skipped = [], {}
     for point in candidates.expand():  # a variant that cannot be predicted at batch 1 cannot be fitted
@@ -163,7 +161,7 @@ def explain(*, target: str = "auto", meta: bool = False, **grid: Any) -> Explain
 
     target = _target(target, auto=True)
     options = GridOptions(**{**grid, "variant": grid.get("variant") or EXPLAIN_VARIANTS, "workload": LOSS})
-    _one_value(options.given(batch=options.axes.get("batch") or "1").grid("cpu"))  # checked before torch works
+    _one_value(options.given(batch=options.axes.get("batch") or "1").grid("cpu"), "explain")  # before torch
     device = devices.resolve("auto").name if target == "auto" else target
     meta = meta or not devices.get(device).available()
     if options.axes.get("batch") is None:
@@ -184,13 +182,13 @@ def explain(*, target: str = "auto", meta: bool = False, **grid: Any) -> Explain
     return Explained(done, skipped, meta)
 
 
-def _one_value(grid: Any) -> None:
-    """Every axis but ce_chunk takes one value."""
+def _one_value(grid: Any, command: str) -> None:
+    """Every axis but ce_chunk takes one value in `command`."""
     for axis in AXES:
         values = grid.values[axis.name]
         if axis.name != "ce_chunk" and len(values) > 1:
-            raise UsageError(f"explain takes one value, not {','.join(map(str, values))} (sweep measures a grid)",
-                             axis.name)
+            listed = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+            raise UsageError(f"{command} takes one value, not {listed} (sweep measures a grid)", axis.name)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ import csv
 import json
 import statistics
 import subprocess
-import time
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 from cebench.cli import app
 from cebench.losses.variants import Variant
 from conftest import fail, rewrite, sweep_csv
+
 
 def rows(frame: pd.DataFrame, variant: str, batch: int) -> pd.Series:
     return (frame["variant"] == variant) & (frame["batch"] == str(batch))

@@ -3,8 +3,8 @@ from collections import Counter
 
 import pytest
 
-from cebench.core.errors import UsageError
 from cebench.core.axes import BY_NAME, parse_ints
+from cebench.core.errors import UsageError
 from cebench.run.grid import GridOptions
 
 

@@ -22,7 +22,7 @@ def test_loss_and_gradients_match_float64_reference(variant, ce_chunk):
     ref = _loss_and_grads(lambda h, w, t, c: F.cross_entropy(F.linear(h, w), t),
                           x.h.double(), x.weight.double(), x.targets, None)
     got = _loss_and_grads(variants.get(variant).load(), x.h, x.weight, x.targets, ce_chunk)
-    for name, r, g in zip(("loss", "grad_h", "grad_weight"), ref, got):
+    for name, r, g in zip(("loss", "grad_h", "grad_weight"), ref, got, strict=True):
         assert g.dtype == torch.float32
         rel = ((g.double() - r).abs().max() / r.abs().max()).item()
         assert rel < 1e-5, f"{variant} {name}: max relative error {rel:.2e}"

@@ -10,14 +10,14 @@ import pytest
 from matplotlib import image
 from typer.testing import CliRunner
 
+from cebench.analyze.explain import GRADIENT, SAVED, TEMPORARY, explain
+from cebench.analyze.predict import predict
 from cebench.cli import app
 from cebench.core.config import Config
-from cebench.analyze.explain import GRADIENT, SAVED, TEMPORARY, explain
-from cebench.render.explain_plot import figure
-from cebench.measure.timeline import RECOMPUTE
-from cebench.analyze.predict import predict
-from cebench.run.runner import Settings, run
 from cebench.core.units import format_bytes
+from cebench.measure.timeline import RECOMPUTE
+from cebench.render.explain_plot import figure
+from cebench.run.runner import Settings, run
 from conftest import cpu_config
 
 # An odd CPU shape: N = 111 rows, not a multiple of ce_chunk, and N > 2 × ce_chunk.
@@ -177,6 +177,7 @@ def test_usage_errors_are_one_line_exit_2_without_torch(args, message):
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.compile
 def test_compiled_chunked_holds_every_chunk_of_logits_at_its_peak():
     point = cpu_config("chunked-compiled", batch=4, context=32, vocab=V, d_model=D, ce_chunk=CHUNK)  # 4 chunks

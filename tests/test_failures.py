@@ -12,8 +12,8 @@ import torch
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.run.runner import run
 from cebench.losses.variants import Variant
+from cebench.run.runner import run
 from conftest import FAST, cpu_config
 
 

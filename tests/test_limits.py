@@ -12,10 +12,10 @@ import pytest
 from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
-from cebench.measure.meta import count_flops
 from cebench.cli import app
 from cebench.core.config import Config
 from cebench.measure import limits
+from cebench.measure.meta import count_flops
 from cebench.run.runner import Settings, run
 from conftest import FAST, cpu_config
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cebench.run import plan
 from cebench.cli import app
+from cebench.core.errors import UsageError
+from cebench.run import plan
 from cebench.store.files import check_out
 from cebench.store.frame import load
 from cebench.store.schema import KEY_COLUMNS
-from cebench.core.errors import UsageError
 
 CEBENCH = Path(sys.executable).parent / "cebench"
 MISBEHAVING = Path(__file__).parent / "data" / "misbehaving.py"

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib import image
-from matplotlib.colors import to_rgb
 from matplotlib import pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from typer.testing import CliRunner, Result
 
-from cebench.render import plot as plotting
 from cebench.cli import app
+from cebench.render import plot as plotting
 from cebench.store.frame import load
 from conftest import fail, rewrite, sweep_csv
 
@@ -218,7 +218,7 @@ def test_coinciding_line_gets_a_note_shifted_markers_and_a_legend_mention(coinci
     fig = draw(coincide)["memory-vs-batch"]
     (ax,) = data_axes(fig)
     legend = {text.get_text(): handle for text, handle in zip(fig.legends[0].get_texts(),
-                                                              fig.legends[0].legend_handles)}
+                                                              fig.legends[0].legend_handles, strict=True)}
     assert set(legend) >= {"dense", f"{CHUNKED} (= dense)"}
     (note,) = [t for t in ax.texts if t.get_text() == "= dense"]
     assert to_rgb(note.get_color()) == to_rgb(legend[f"{CHUNKED} (= dense)"].get_color())
@@ -256,7 +256,7 @@ def test_failures_are_drawn_in_a_strip_above_the_data_axes(multi_oom, multi, dra
                 if name != "memory-vs-time":
                     assert strip.get_shared_x_axes().joined(strip, ax)
                     labels = {t.get_text().split(":")[0]: sorted(line.get_xdata())
-                              for t, line in zip(strip.texts, crosses)}
+                              for t, line in zip(strip.texts, crosses, strict=True)}
                     assert labels == failing[ax.get_title()], name
                 assert strip.get_position().y0 >= ax.get_position().y1  # above the panel
                 in_strips += within(red, strip).sum()

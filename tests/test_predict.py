@@ -7,12 +7,12 @@ import torch
 from typer.testing import CliRunner
 
 from cebench.analyze.predict import COMPILED_REASON, fit, predict
-from cebench.store.schema import PREDICTED
-from cebench.measure.meta import predict_peak
 from cebench.cli import app
 from cebench.core import devices
+from cebench.measure.meta import predict_peak
 from cebench.measure.tracker import StorageTracker
 from cebench.run.runner import Settings, run
+from cebench.store.schema import PREDICTED
 from conftest import cpu_config
 
 ONE_STEP = Settings(warmup=1, repeats=1)

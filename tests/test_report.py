@@ -14,12 +14,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cebench.losses import variants
 from cebench.cli import app
-from cebench.render.report import NOISE_MARK, results_table
-from cebench.store.frame import load
-from cebench.render.table import render
 from cebench.core.units import format_sig3
+from cebench.losses import variants
+from cebench.render.report import NOISE_MARK, results_table
+from cebench.render.table import render
+from cebench.store.frame import load
 from conftest import fail, rewrite, sweep_csv
 
 

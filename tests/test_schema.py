@@ -171,7 +171,7 @@ def test_the_readme_holds_the_generated_column_reference():
         "README.md's column table is out of date: run `python -m cebench.store.schema --readme README.md`")
     assert schema.splice(readme) == readme
     lines = schema.reference().splitlines()
-    assert len(lines) == 2 + len(COLUMNS) and all(f"`{c}`" in line for c, line in zip(COLUMNS, lines[2:]))
+    assert len(lines) == 2 + len(COLUMNS) and all(f"`{c}`" in line for c, line in zip(COLUMNS, lines[2:], strict=True))
 
 
 def test_the_reference_prints_and_splices(capsys, tmp_path):

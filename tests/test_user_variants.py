@@ -14,13 +14,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cebench.losses import inputs, variants
-from cebench.cli import app
-from cebench.core.config import Config
-from cebench.core import devices
-from cebench.run.runner import Settings, run
 from cebench.analyze.verify import LOSS_CASES, verify_loss
+from cebench.cli import app
+from cebench.core import devices
+from cebench.core.config import Config
+from cebench.losses import inputs, variants
 from cebench.losses.workloads import make_step
+from cebench.run.runner import Settings, run
 from conftest import FAST
 
 CEBENCH = Path(sys.executable).parent / "cebench"
@@ -169,7 +169,7 @@ def test_gate_your_own_loss_in_ci(tmp_path):
     assert {f["config"]["variant"] for f in report["regressed"]} == {spec}
     grown = [f["current"] - f["baseline"] for f in report["regressed"]]
     # One more N × vocab fp32 tensor at each batch size (and a few bytes of scalars).
-    assert [g - n * 3000 * 4 for g, n in zip(grown, (64, 256))] == [8, 8]
+    assert [g - n * 3000 * 4 for g, n in zip(grown, (64, 256), strict=True)] == [8, 8]
 
 
 @pytest.mark.parametrize("case", LOSS_CASES[:3], ids=lambda c: c.name)

@@ -4,10 +4,10 @@ import torch
 import torch.nn.functional as F
 from typer.testing import CliRunner
 
+from cebench.analyze.verify import LOSS_CASES, SampleCase, verify_loss, verify_sampler
 from cebench.cli import app
 from cebench.losses.builtin import vendored_chunked_cross_entropy, vendored_chunked_sample
 from cebench.losses.variants import Variant
-from cebench.analyze.verify import LOSS_CASES, SampleCase, verify_loss, verify_sampler
 
 
 def _skips_partial_chunk(h, weight, targets, ce_chunk):
@@ -37,6 +37,7 @@ def _register(registry, name, workload, fn):
     registry.register(Variant(name, workload, fn, chunked=True, compiled=False, summary="deliberately wrong"))
 
 
+@pytest.mark.slow
 @pytest.mark.compile
 def test_verify_passes_on_the_vendored_implementation():
     res = CliRunner().invoke(app, ["verify", "--dtype", "fp32,bf16"], env={"COLUMNS": "250"})  # names unwrapped
@@ -69,7 +70,8 @@ def test_verify_fails_on_skewed_or_misplaced_samplers(registry):
     assert verify_sampler("chunked-sample", case).passed
     assert verify_sampler("skewed", case).p_value < 1e-3
     assert verify_sampler("rotated", case).p_value < 1e-3
-    res = CliRunner().invoke(app, ["verify", "--variant", "skewed,chunked-sample", "--temperature", "0.5"])
+    res = CliRunner().invoke(app, ["verify", "--variant", "skewed,chunked-sample", "--temperature", "0.5",
+                                   "--draws", str(case.rows)])
     assert res.exit_code == 1 and "1 of 2 checks failed" in res.output
 
 

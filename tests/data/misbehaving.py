@@ -1,6 +1,6 @@
 """Test-only loss variants that take their process down, for `sweep --isolate`. Each
-behaves on the contract's tiny smoke-test problem (vocab 16) and misbehaves on any
-larger one."""
+but `abort_always_loss` behaves on the contract's tiny smoke-test problem (vocab 16) and
+misbehaves on any larger one."""
 import os
 import time
 
@@ -23,3 +23,8 @@ def sleepy_loss(h, weight, targets):
     if weight.shape[0] > 16:
         time.sleep(600)
     return _dense(h, weight, targets)
+
+
+def abort_always_loss(h, weight, targets):
+    """Aborts on any input, the smoke test's tiny problem too."""
+    os.abort()
