@@ -61,7 +61,9 @@ def sweep(
     isolate: bool | None = typer.Option(None, "--isolate/--no-isolate", show_default=False,
                                            help="Measure each point in a fresh process: a crash, a hang or a "
                                                 "poisoned CUDA context becomes a row and the next point starts "
-                                                "clean. Default: on for cuda, off for cpu."),
+                                                "clean. Default: " + ", ".join(
+                                                    f"{'on' if devices.get(n).isolate_by_default else 'off'} for {n}"
+                                                    for n in devices.DEVICES) + "."),
     point_timeout: float = typer.Option(None, "--point-timeout", metavar="SECONDS", show_default=False,
                                         help="With --isolate (which it turns on): a point still running after "
                                              "this long, process start-up included, is killed and written as "
