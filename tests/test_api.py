@@ -78,3 +78,19 @@ def test_ignored_targets_are_placed_by_the_seed_and_cost_dense_no_memory(tmp_pat
     assert rows[0].peak_delta_bytes == rows[1].peak_delta_bytes
     frame = cebench.load(tmp_path / "i.csv")
     assert list(frame["ignore_frac"]) == [0.0, 0.5]
+
+
+def test_a_swept_axis_an_older_csv_cannot_hold_is_refused_before_measuring(tmp_path):
+    old = tmp_path / "old.csv"
+    cebench.sweep(variant="dense", device="cpu", batch=1, context=8, vocab=50, d_model=4, repeats=1, out=old)
+    lines = old.read_text().splitlines()  # the same file as a schema-3 release wrote it: no ignore_frac
+    header = lines[0].split(",")
+    drop = header.index("ignore_frac")
+    old.write_text("\n".join(",".join(c for i, c in enumerate(line.split(",")) if i != drop) for line in lines) + "\n")
+    before = old.read_text()
+    with pytest.raises(cebench.UsageError) as info:
+        cebench.Sweep(GridOptions(variant="dense", batch=1, context=8, vocab=50, d_model=4, ignore_frac="0.5"),
+                      device="cpu", out=old)
+    assert info.value.param == "out" and "ignore_frac" in str(info.value) and old.read_text() == before
+    rows = cebench.sweep(variant="dense", device="cpu", batch=2, context=8, vocab=50, d_model=4, repeats=1, out=old)
+    assert rows[0].status == "ok" and old.read_text().count("\n") == 3  # off-value rows still append there

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cebench.core import devices
-from cebench.core.axes import split
+from cebench.core.axes import AXES, split
 from cebench.core.config import Config, Settings
 from cebench.core.errors import UsageError
 from cebench.losses import variants
@@ -81,7 +81,12 @@ class Sweep:
         self.isolate = point_timeout is not None or (self.device.isolate_by_default if isolate is None else isolate)
         self.timeout_s = (point_timeout or POINT_TIMEOUT_S) if self.isolate else None
         self.path, self.where = shard_mod.out_path(None if out is None else Path(out), self.shard, environ)
-        check_out(self.path)  # a foreign or unwritable CSV is refused before torch is even imported
+        header = check_out(self.path)  # a foreign or unwritable CSV is refused before torch is even imported
+        lacking = [a for a in AXES if header is not None and a.name not in header
+                   and any(v != a.off for v in grid.values[a.name])]
+        if lacking:  # its rows would read back as the axis's old value: refuse rather than mislabel them
+            raise UsageError(f"{self.path} was written by an older cebench, without a {lacking[0].name} column: "
+                             f"rows with {lacking[0].name} other than {lacking[0].off:g} need a new CSV", "out")
         done = done_keys(self.path) if resume else set()
 
         import torch
