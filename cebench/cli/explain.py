@@ -11,10 +11,10 @@ import typer
 from cebench.api import EXPLAIN_VARIANTS
 from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import LIST, Columns, Wide, with_axes
-from cebench.core.axes import AXES
 from cebench.core.errors import UsageError
 from cebench.core.units import format_bytes
 from cebench.render.table import Column, Table
+from cebench.run.grid import grid_params
 
 if TYPE_CHECKING:
     from cebench.analyze.explain import Explanation
@@ -103,9 +103,8 @@ def explain_command(
     """
     from cebench import api
 
-    grid = {k: v for k, v in ctx.params.items() if k in {a.name for a in AXES} and v is not None}
     with err.status("explaining…"):
-        explained = api.explain(target=target, meta=meta, variant=variant or EXPLAIN_VARIANTS, **grid)
+        explained = api.explain(target=target, meta=meta, **grid_params(ctx.params))
     done, skipped = explained.explanations, dict(explained.not_explained)
     for label, why in skipped.items():
         err.print(f"not explained: {label}: {why}", style="yellow", highlight=False)

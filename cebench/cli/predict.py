@@ -13,6 +13,7 @@ from cebench.core.config import LOSS
 from cebench.core.units import format_bytes, parse_bytes
 from cebench.losses import variants
 from cebench.render.table import Column, Table
+from cebench.run.grid import grid_params
 
 if TYPE_CHECKING:
     from cebench.analyze.predict import Fit
@@ -49,20 +50,11 @@ def predict_command(
     from cebench.render.report import results_table
     from cebench.store.frame import to_frame
 
-    rows = api.predict(target=target, out=out_path, **_grid(ctx))
+    rows = api.predict(target=target, out=out_path, **grid_params(ctx.params))
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
     print_table(results_table(to_frame(rows), title=title), wide, columns)
     if out_path is not None:
         out.print(f"{len(rows)} rows → {out_path}", highlight=False)
-
-
-def _grid(ctx: typer.Context) -> dict:
-    """The grid's parameters among a command's (axes, variant, workload, temperature)."""
-    from cebench.run.grid import GridOptions
-
-    options = GridOptions.from_params(ctx.params)
-    return {**options.axes, "variant": options.variant, "workload": options.workload,
-            "temperature": options.temperature}
 
 
 def fit_table(fits: list[Fit], budget: int, measured: dict[int, Result]) -> Table:
@@ -116,9 +108,9 @@ def fit_command(
     from cebench import api
 
     budget_bytes = parse_bytes(budget)
-    grid = {k: v for k, v in _grid(ctx).items() if k not in ("workload", "temperature")}
     with out.status("searching…"):
-        fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure, **grid)
+        fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,
+                         **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
     print_table(fit_table(fitted.fits, budget_bytes, fitted.measured), wide, columns)

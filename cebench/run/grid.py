@@ -104,6 +104,15 @@ def _text(value: object) -> str | None:
     return str(value)
 
 
+GRID_PARAMS: tuple[str, ...] = tuple(a.name for a in AXES) + ("variant", "workload", "temperature")
+
+
+def grid_params(params: Mapping[str, object]) -> dict[str, object]:
+    """The grid's keyword arguments (`GRID_PARAMS`) among `params`, a command's parsed
+    parameters: what `GridOptions` and the API's functions take."""
+    return {k: params[k] for k in GRID_PARAMS if k in params}
+
+
 class GridOptions:
     """A grid as given: each axis's values (`AXES` name → comma-separated text, a number or
     a sequence; missing or None = the device's default), the variants and workloads, the
@@ -124,8 +133,7 @@ class GridOptions:
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> GridOptions:
         """The grid options among a command's parsed parameters (by name); others ignored."""
-        names = [a.name for a in AXES] + ["variant", "workload", "temperature"]
-        return cls(**{k: params[k] for k in names if k in params})
+        return cls(**grid_params(params))
 
     def given(self, **changes: object) -> GridOptions:
         """These options with some replaced (axes, variant, workload, temperature)."""
