@@ -126,14 +126,13 @@ def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bo
     if measure:  # in a fresh process per answer where the device isolates its points by default
         import functools
 
-        from cebench.core.axes import split
         from cebench.run.isolate import Child
         from cebench.run.runner import isolated, run
         from cebench.run.sweep import POINT_TIMEOUT_S
 
         settings = Settings(warmup=1, repeats=1)
-        specs = tuple(split(options.variant, "variant")) if options.variant else ()
-        one = (isolated(Child(specs=specs), settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
+        child = Child(specs=options.specs, device=device)
+        one = (isolated(child, settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
                else functools.partial(run, settings=settings))
         measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
     return Fitted(fits, measured, skipped)

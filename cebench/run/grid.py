@@ -135,6 +135,12 @@ class GridOptions:
         """The grid options among a command's parsed parameters (by name); others ignored."""
         return cls(**grid_params(params))
 
+    @property
+    def specs(self) -> tuple[str, ...]:
+        """The variants as given (names, ``module:function`` specs): what a fresh process
+        resolves again to stand where this one stands (`cebench.run.isolate.Child`)."""
+        return tuple(split(self.variant, "variant")) if self.variant else ()
+
     def given(self, **changes: object) -> GridOptions:
         """These options with some replaced (axes, variant, workload, temperature)."""
         return GridOptions(**{**self.axes, "variant": self.variant, "workload": self.workload,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cebench.core import devices
-from cebench.core.axes import AXES, split
+from cebench.core.axes import AXES
 from cebench.core.config import Config, Settings
 from cebench.core.errors import UsageError
 from cebench.losses import variants
@@ -99,8 +99,8 @@ class Sweep:
         self.device_index = local if local is not None and local < self.device.count() else None
         if self.device_index is not None and not self.isolate:  # an isolated sweep leaves the GPU to its children
             self.device.select(self.device_index)
-        specs = tuple(split(options.variant, "variant")) if options.variant else ()
-        self.child = Child(specs=specs, threads=threads, device=self.device.name, device_index=self.device_index)
+        self.child = Child(specs=options.specs, threads=threads, device=self.device.name,
+                           device_index=self.device_index)
         everything = grid.expand()
         self.grid, self.unsupported = grid.runnable(smoke=not self.isolate)
         # user variants that crash or hang on the smoke test's tiny problem (name → how): their points fail
