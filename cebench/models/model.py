@@ -1,0 +1,128 @@
+"""One name for a model, whatever it is: a preset, a `config.json` path, or a user's build.
+
+Presets are Hugging Face `config.json` files shipped in `cebench/models/presets/` (the
+published files' fields, less transformers' bookkeeping such as `transformers_version`);
+cebench builds its reference decoder (`cebench.models.decoder`) for them and for any
+config file, and calls a user's `build()` (`cebench.models.contract`) for the rest.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cebench.core.errors import UsageError, describe
+from cebench.losses.loader import import_object, is_spec
+from cebench.models.contract import Built, check
+from cebench.models.spec import ModelSpec, parse, read_config
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A shipped config: `repo` the Hugging Face repository its config.json is from,
+    `parameters` where its published parameter count comes from."""
+
+    repo: str
+    parameters: str
+
+    @property
+    def source(self) -> str:
+        return f"huggingface.co/{self.repo}/blob/main/config.json; parameters: {self.parameters}"
+
+
+HUB = "the Hub's count of the safetensors checkpoint"
+PRESETS: dict[str, Preset] = {
+    "gpt2": Preset("openai-community/gpt2", "124,439,808, transformers' GPT2LMHeadModel (GPT-2 small, '124M')"),
+    "llama-3.2-1b": Preset("meta-llama/Llama-3.2-1B", f"1,235,814,400, {HUB} (1.24B)"),
+    "llama-3.1-8b": Preset("meta-llama/Llama-3.1-8B", f"8,030,261,248, {HUB} (8.03B)"),
+    "qwen2.5-7b": Preset("Qwen/Qwen2.5-7B", f"7,615,616,512, {HUB} (7.62B)"),
+    "gemma-2-2b": Preset("google/gemma-2-2b", f"2,614,341,888, {HUB} (2.61B)"),
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model a step runs: `name` as given (a preset, a config path or a build spec),
+    `source` where its numbers come from, `spec` its shape (None for a user's build), and
+    `n_params` its parameters' elements, a tied head counted once."""
+
+    name: str
+    source: str
+    spec: ModelSpec | None
+    n_params: int
+
+    def build(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None, *,
+              checkpointing: bool = False) -> Built:
+        """Its body and head weight on `device` (`meta`: nothing allocated), floating
+        parameters in `dtype` (None: as built). `checkpointing`: each block of the
+        reference decoder under `torch.utils.checkpoint`; a user's build checkpoints its
+        own (`UsageError`)."""
+        if self.spec is not None:
+            from cebench.models.decoder import Decoder
+
+            decoder = Decoder(self.spec, device=device, dtype=dtype, checkpointing=checkpointing)
+            return Built(decoder, decoder.head)
+        if checkpointing:
+            raise UsageError(f"{self.name}: cebench checkpoints the blocks of a preset or config.json model; a "
+                             "build's body checkpoints its own", "model")
+        return _build(self.name, device, dtype)
+
+
+def resolve_model(text: str) -> Model:
+    """The model `text` names: a preset (PRESETS), a path to a Hugging Face config.json
+    (read, never downloaded), or ``path/to/file.py:build`` / ``pkg.mod:build`` (imported,
+    called and checked on meta). `UsageError` (param 'model') when it names nothing
+    usable."""
+    if text in PRESETS:
+        config = json.loads(files("cebench.models").joinpath("presets", f"{text}.json").read_text(encoding="utf-8"))
+        return _decoder_model(text, PRESETS[text].source, parse(config, text))
+    if text.endswith(".json") or Path(text).is_file():
+        return _decoder_model(text, f"config file {text}", parse(read_config(text), text))
+    if is_spec(text):
+        return Model(text, f"user build {text}", None, _build(text, "meta", None).n_params)
+    raise UsageError(f"unknown model '{text}' (choose from {', '.join(PRESETS)}; or give path/to/config.json, "
+                     "path/to/file.py:build or package.module:build)", "model")
+
+
+def presets() -> list[Model]:
+    """Every preset, resolved."""
+    return [resolve_model(name) for name in PRESETS]
+
+
+def _decoder_model(name: str, source: str, spec: ModelSpec) -> Model:
+    from cebench.models.decoder import Decoder
+
+    decoder = Decoder(spec, device="meta")
+    return Model(name, source, spec, Built(decoder, decoder.head).n_params)
+
+
+def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> Built:
+    """Import the build `spec` names, call it under `torch.device(device)`, check what it
+    returns, and move and cast it to `device` and `dtype`."""
+    import torch
+    from torch import nn
+
+    try:
+        fn = import_object(spec, spec)
+    except UsageError as exc:
+        raise UsageError(exc.message, "model") from None
+    if not callable(fn):
+        raise UsageError(f"{spec}: is {type(fn).__name__}, not a function; build() returns (body, head weight)",
+                         "model")
+    try:
+        with torch.device(device):
+            returned = fn()
+    except Exception as exc:  # a broken user build: one line, before anything runs
+        raise UsageError(f"{spec}: build() raised {describe(exc, 200)}", "model") from None
+    built = check(returned, spec)
+    body, head = built.body, built.head
+    tied = next((name for name, p in body.named_parameters() if p is head), None)
+    body.to(device=device, dtype=dtype)  # a move across device types makes new parameters: look the head up again
+    if tied is not None:
+        return Built(body, body.get_parameter(tied))
+    return Built(body, nn.Parameter(head.detach().to(device=device, dtype=dtype), requires_grad=head.requires_grad))
