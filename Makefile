@@ -5,11 +5,16 @@
 # Each creates .venv on first use. The venv sees the system's site-packages, so a torch
 # that is already installed (a CUDA build, say) is kept; where there is no torch at all,
 # the CPU build torch==2.13.0 is installed before cebench (never an unpinned CUDA build).
+# `make test` also installs Liger-Kernel and, where none is importable, Triton, both with
+# --no-deps (Liger's own requirements would pull an unpinned torch): the suite checks
+# Liger's kernels on this CPU under Triton's interpreter.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_CPU ?= torch==2.13.0
+TRITON ?= triton==3.9.0
+LIGER ?= liger-kernel==0.8.5
 ARGS ?=
 # The gate's grid: eager variants on CPU, tiny shapes (seconds), one pinned thread.
 # CPU allocator bytes are deterministic for a given torch, hence a 0 % tolerance.
@@ -30,7 +35,12 @@ $(VENV)/.installed: pyproject.toml
 sweep: install
 	$(VENV)/bin/cebench sweep --vocab 50257 $(ARGS)
 
-test: install
+$(VENV)/.peers: $(VENV)/.installed
+	$(PY) -c "import triton" 2>/dev/null || $(PY) -m pip install --quiet --no-deps "$(TRITON)"
+	$(PY) -m pip install --quiet --no-deps "$(LIGER)"
+	touch $@
+
+test: install $(VENV)/.peers
 	$(PY) -m pytest $(ARGS)
 
 lint: install

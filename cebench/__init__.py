@@ -10,10 +10,13 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from cebench.core import interpreter
 from cebench.core.errors import UsageError
 from cebench.losses.contract import LossFn, SampleFn, variant
 
-_API = ("Sweep", "GridOptions", "sweep", "predict", "fit", "explain", "verify", "check", "load")
+interpreter.enable()  # before anything imports triton: on a machine without a GPU, Triton kernels run interpreted
+
+_API = ("Sweep", "GridOptions", "sweep", "predict", "fit", "explain", "verify", "check", "load", "targets")
 __all__ = ["LossFn", "SampleFn", "UsageError", "variant", "__version__", *_API]
 
 try:

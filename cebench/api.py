@@ -2,8 +2,9 @@
 
 The command line parses its options into these calls and renders what they return. Every
 function takes the grid as keyword arguments named after the axes (`batch`, `context`,
-`vocab`, `d_model`, `ce_chunk`, `dtype`, `ignore_frac`: an int, a float, a string such as
-"2,8", or a sequence; missing = the device's default) plus `variant` and `workload`. Bad
+`vocab`, `d_model`, `ce_chunk`, `dtype`, and the loss semantics `ignore_frac`, `softcap`,
+`label_smoothing`, `z_loss`, `reduction`: an int, a float, a string such as "2,8", or a
+sequence; missing = the device's default) plus `variant` and `workload`. Bad
 input raises `UsageError`, whose `param` names the argument at fault.
 
     import cebench
@@ -14,7 +15,8 @@ input raises `UsageError`, whose `param` names the argument at fault.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -22,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from cebench.core.axes import AXES, BY_NAME
 from cebench.core.config import LOSS, WORKLOADS, Settings
-from cebench.core.errors import UsageError
+from cebench.core.errors import InputWarning, UsageError
 from cebench.losses import variants
-from cebench.run.grid import GridOptions
+from cebench.run.grid import LOGITS_LIMIT, GridOptions
 from cebench.run.sweep import Sweep
 
 if TYPE_CHECKING:
@@ -33,11 +35,12 @@ if TYPE_CHECKING:
     from cebench.analyze.check import CheckReport
     from cebench.analyze.explain import Explanation
     from cebench.analyze.predict import Fit
-    from cebench.analyze.verify import LossCheck, SamplerCheck
+    from cebench.analyze.verify import LossCheck, SamplerCheck, Setting
+    from cebench.core.config import Config
     from cebench.store.schema import Result
 
 __all__ = ["Explained", "Fitted", "GridOptions", "Sweep", "UsageError", "Verified", "check", "explain", "fit",
-           "load", "predict", "sweep", "verify"]
+           "load", "predict", "sweep", "targets", "verify"]
 
 
 def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | None = None,
@@ -50,30 +53,43 @@ def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | Non
                       shard=shard, out=out, resume=resume, isolate=isolate, point_timeout=point_timeout))
 
 
-def _target(name: str, auto: bool = False) -> str:
-    """A target device's name, checked ('auto' too where `auto`)."""
+def _target(name: str, auto: bool = False, param: str = "target") -> str:
+    """A prediction target's name, checked: cpu, cuda or a named GPU ('auto' too where `auto`)."""
     from cebench.core import devices
 
     name = name.strip().lower()
-    names = ("auto",) * auto + devices.DEVICES
-    if name not in names:
-        raise UsageError(f"'{name}' is not one of {', '.join(names)}", "target")
+    if auto and name not in ("auto",) + devices.TARGETS:
+        raise UsageError(f"'{name}' is not one of auto, {', '.join(devices.TARGETS)} (cebench targets lists the GPUs)",
+                         param)
+    if name != "auto":
+        devices.get(name, param)
     return name
 
 
+def targets() -> tuple[Any, ...]:
+    """The named GPU targets (`cebench.core.targets.Target`: memory, cuBLAS workspace, BF16
+    rate and their sources), as `cebench targets` lists them."""
+    from cebench.core.targets import TARGETS
+
+    return TARGETS
+
+
 def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any) -> list[Result]:
-    """Each point's peak memory on `target` ('cuda': storages rounded to the caching
-    allocator's blocks; 'cpu': exact bytes), predicted on meta tensors: rows with
-    `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
+    """Each point's peak memory on `target` ('cuda': storages charged as the caching
+    allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
+    cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
+    with `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
     Also appended to the CSV `out` when given."""
     from cebench.analyze.predict import predict as predict_point
-    from cebench.store.files import ResultWriter, check_out
+    from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     points = GridOptions(**grid).grid(_target(target))
-    if out is not None:
-        check_out(Path(out))  # a foreign or unwritable CSV is refused before anything is predicted
+    if out is not None and check_out(Path(out)) is not None:  # a foreign or unwritable CSV is refused first
+        one_kind(read_rows(Path(out), warn=False), predictions=True)  # and one of measurements
     variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
-    rows = [predict_point(point) for point in points.expand()]
+    expanded = points.expand()
+    _warn_meta_work(expanded, "predict")
+    rows = [predict_point(point) for point in expanded]
     if out is not None:
         with ResultWriter(Path(out)) as writer:
             for row in rows:
@@ -84,19 +100,21 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any)
 @dataclass(frozen=True)
 class Fitted:
     """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, the
-    measured row of each fitted batch (index into `fits` → `Result`; with `measure`), and
-    the variants that could not be fitted (name → why)."""
+    measured row of each fitted batch (index into `fits` → `Result`; with `measure`), the
+    variants that could not be fitted (name → why), and the budget used (bytes)."""
 
     fits: list[Fit]
     measured: Mapping[int, Result] = field(default_factory=dict)
     not_fitted: Mapping[str, str] = field(default_factory=dict)
+    budget: int | None = None
 
 
-def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
+def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
         **grid: Any) -> Fitted:
-    """The largest batch whose predicted absolute peak (inputs included) fits `budget`
-    bytes, per loss variant and ce_chunk, at one context, vocab, d_model and dtype. With
-    `measure`, each answer is also run once on `target` (which this machine must have)."""
+    """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
+    cuBLAS workspaces too) fits `budget` bytes (default: a named GPU's memory), per loss
+    variant and ce_chunk, at one context, vocab, d_model and dtype. With `measure`, each
+    answer is also run once on `target` (which this machine must have)."""
     from cebench.analyze.predict import fit as fit_point
     from cebench.analyze.predict import predict as predict_point
     from cebench.core import devices
@@ -104,6 +122,11 @@ def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bo
     device = _target(target)
     if max_batch < 1:
         raise UsageError("must be at least 1", "max_batch")
+    if budget is None:
+        budget = devices.get(device).capacity_bytes
+        if budget is None:
+            raise UsageError(f"is needed for target {device} (a named GPU, see cebench targets, has its own)",
+                             "budget")
     if budget < 1:
         raise UsageError("must be a positive number of bytes", "budget")
     if measure:
@@ -111,6 +134,9 @@ def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bo
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
     _one_value(candidates, "fit")
+    if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= LOGITS_LIMIT:
+        raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "
+                         "than any machine holds", "max_batch")
     variants.smoke_test(candidates.variants, "cpu")
     points, skipped = [], {}
     for point in candidates.expand():  # a variant that cannot be predicted at batch 1 cannot be fitted
@@ -121,6 +147,7 @@ def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bo
             skipped[point.variant] = first.error
     if not points:
         raise UsageError("no variant here can be predicted (compiled variants and custom ops cannot)", "variant")
+    _warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
     fits = [fit_point(p, budget, max_batch) for p in points]
     measured = {}
     if measure:  # in a fresh process per answer where the device isolates its points by default
@@ -135,7 +162,7 @@ def fit(budget: int, *, target: str = "cuda", max_batch: int = 4096, measure: bo
         one = (isolated(child, settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
                else functools.partial(run, settings=settings))
         measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
-    return Fitted(fits, measured, skipped)
+    return Fitted(fits, measured, skipped, budget)
 
 
 @dataclass(frozen=True)
@@ -151,20 +178,24 @@ class Explained:
 EXPLAIN_VARIANTS = "dense,chunked"
 
 
-def explain(*, target: str = "auto", meta: bool = False, **grid: Any) -> Explained:
+def explain(*, device: str | None = None, meta: bool = False, target: str | None = None, **grid: Any) -> Explained:
     """What one loss step of each point holds at its peak, allocation by allocation: on
-    `target` from the allocator's events, or on meta tensors (`meta`, and always for cuda
-    without a GPU here). One value of each axis but ce_chunk; batch defaults to the largest
-    of the device's sweep defaults, variant to dense,chunked."""
+    `device` ('auto', 'cpu', 'cuda'; default auto) from the allocator's events, or on meta
+    tensors (`meta`, and always for cuda without a GPU here and for a named GPU target).
+    `target` is another name for `device`. One value of each axis but ce_chunk; batch
+    defaults to the largest of the device's sweep defaults, variant to dense,chunked."""
     from cebench.core import devices
 
-    target = _target(target, auto=True)
+    if device is not None and target is not None:
+        raise UsageError("give the device once (--device; --target is another name for it)", "target")
+    param = "target" if target is not None else "device"
+    target = _target(device or target or "auto", auto=True, param=param)
     options = GridOptions(**{**grid, "variant": grid.get("variant") or EXPLAIN_VARIANTS, "workload": LOSS})
     _one_value(options.given(batch=options.axes.get("batch") or "1").grid("cpu"), "explain")  # before torch
     device = devices.resolve("auto").name if target == "auto" else target
-    meta = meta or not devices.get(device).available()
+    meta = meta or devices.get(device).is_target or not devices.get(device).available()
     if options.axes.get("batch") is None:
-        options = options.given(batch=str(max(BY_NAME["batch"].default(device))))
+        options = options.given(batch=str(max(BY_NAME["batch"].default(devices.get(device).kind))))
     points = options.grid(device)
 
     from cebench.analyze.explain import Unexplainable
@@ -181,6 +212,21 @@ def explain(*, target: str = "auto", meta: bool = False, **grid: Any) -> Explain
     return Explained(done, skipped, meta)
 
 
+META_CHUNKS = 100_000  # chunks of meta ops beyond which a prediction earns a warning before it starts
+
+
+def _warn_meta_work(points: Iterable[Config], command: str) -> None:
+    """An `InputWarning` before predicting `points` when their steps would run more than
+    `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk)."""
+    points = list(points)
+    chunks = sum(-(-p.tokens // p.ce_chunk) if p.ce_chunk else 1 for p in points)
+    if chunks > META_CHUNKS:
+        largest = max(p.tokens for p in points)
+        warnings.warn(InputWarning(f"{command}: {chunks:,} chunks of meta ops to trace (a dozen ops each; N up to "
+                                   f"{largest:,} tokens), which may take hours; fewer tokens or a larger --ce-chunk "
+                                   "take less (Ctrl-C stops it)"), stacklevel=3)
+
+
 def _one_value(grid: Any, command: str) -> None:
     """Every axis but ce_chunk takes one value in `command`."""
     for axis in AXES:
@@ -192,12 +238,14 @@ def _one_value(grid: Any, command: str) -> None:
 
 @dataclass(frozen=True)
 class Verified:
-    """`verify`'s answer: the loss checks, the sampler checks, and the variants that cannot
-    run here (name → why). `passed`: no check failed."""
+    """`verify`'s answer: the loss checks (the parity matrix: variant × setting × dtype ×
+    case), the sampler checks, the variants that cannot run here (name → why), and the
+    settings checked, in order. `passed`: no check failed."""
 
     losses: list[LossCheck]
     samplers: list[SamplerCheck]
     skipped: Mapping[str, str]
+    settings: list[Setting] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -205,13 +253,21 @@ class Verified:
 
 
 def verify(*, variant: str | None = None, dtype: str | None = None, temperature: float = 0.9, vocab: int = 16,
-           draws: int = 200_003, ce_chunk: int = 4096) -> Verified:
+           draws: int = 200_003, ce_chunk: int = 4096, **semantics: Any) -> Verified:
     """Check the correctness claims of every variant (or of `variant`): losses and
-    gradients against float64 at four shapes in each `dtype` (default fp32), samplers by a
-    chi-square test of `draws` draws over a `vocab`-token vocabulary."""
-    from cebench.analyze.verify import SampleCase, run_all
-    from cebench.core.axes import parse_dtypes, parse_vocab
-    from cebench.run.grid import check_temperature, select_variants
+    gradients against a float64 reference at three shapes and two edge cases in each
+    `dtype` (default fp32), with every loss semantics off and with each alone at each of
+    its values (keywords named after the axes, `ignore_frac`, `softcap`, ...; missing =
+    `cebench.analyze.verify.DEFAULT_SETTINGS`); samplers by a chi-square test of `draws`
+    draws over a `vocab`-token vocabulary."""
+    from cebench.analyze.verify import SampleCase, run_all, settings
+    from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
+    from cebench.run.grid import check_temperature, option_text, select_variants
+
+    unknown = sorted(set(semantics) - {a.name for a in SEMANTICS})
+    if unknown:
+        raise UsageError(f"not a loss semantics (those are: {', '.join(a.name for a in SEMANTICS)})", unknown[0])
+    matrix = settings({k: option_text(v) for k, v in semantics.items()})
 
     names = list(select_variants(variant, ",".join(WORKLOADS)))
     dtypes = list(parse_dtypes(dtype)) if dtype is not None else ["fp32"]
@@ -222,8 +278,8 @@ def verify(*, variant: str | None = None, dtype: str | None = None, temperature:
         raise UsageError(f"{ce_chunk} must be a positive integer", "ce_chunk")
     check_temperature(temperature)
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
-    losses, samplers, skipped = run_all(names, dtypes, sample)
-    return Verified(losses, samplers, skipped)
+    losses, samplers, skipped = run_all(names, dtypes, sample, matrix)
+    return Verified(losses, samplers, skipped, matrix)
 
 
 def load(path: Path | str) -> pd.DataFrame:

@@ -60,7 +60,7 @@ BAD = [
     (["--ce-chunk", "0"], "--ce-chunk: 0 must be a positive integer"),
     (["--variant", "dense,nope"], "--variant: unknown 'nope'"),
     (["--dtype", "fp8"], "--dtype: 'fp8' is not one of fp32, bf16, fp16"),
-    (["--repeats", "0"], "--repeats: must be at least 1"),
+    (["--repeats", "0"], "--repeats: must be from 1 to 10,000"),
     (["--device", "tpu"], "--device: 'tpu' is not one of auto, cpu, cuda"),
 ]
 

@@ -161,7 +161,7 @@ print("torch imported:", "torch" in sys.modules, "exit", code)
 
 def test_help_never_imports_torch():
     proc = subprocess.run([sys.executable, "-c", FAST_START, "--help"], capture_output=True, text=True, timeout=60)
-    assert proc.stdout.strip().endswith("torch imported: False exit 0") and "--target" in proc.stdout, proc
+    assert proc.stdout.strip().endswith("torch imported: False exit 0") and "--device" in proc.stdout, proc
 
 
 @pytest.mark.parametrize("args,message", [

@@ -169,14 +169,20 @@ def test_default_out_dir_is_next_to_the_csv(single, tmp_path):
     assert sorted(p.name for p in (tmp_path / "sweep-1").iterdir()) == sorted(f"{n}.png" for n in NAMES)
 
 
-def test_too_many_panels_names_the_filter_to_give(single, tmp_path):
+def test_too_many_panels_draws_16_and_names_those_left_out_and_a_filter(single, tmp_path, draw):
+    # 17 vocabs × 2 batches: 17 panels against batch; 34 shapes in the trade-off figure
     wide = rewrite(single, tmp_path / "wide.csv",
                    lambda f: pd.concat([f.assign(vocab=str(v)) for v in range(1000, 1017)]))
     result = plot(wide, "--x", "batch", "--out-dir", tmp_path / "out")
-    assert result.exit_code == 2
-    assert "17 panels" in result.stderr and "--filter vocab=1000" in result.stderr
-    assert not (tmp_path / "out").exists()
-    assert plot(wide, "--x", "batch", "--filter", "vocab=1000,1001", "--out-dir", tmp_path / "out").exit_code == 0
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 2 and all("16 of" in w and "--filter vocab=… picks others" in w for w in warned)
+    assert "16 of 17 panels drawn (one per vocab); left out: vocab 1,016" in warned[0]
+    assert "16 of 34 panels drawn" in warned[1] and "--filter batch" not in result.stderr  # batch is the x axis
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(f"{n}.png" for n in NAMES)
+    figures = draw(wide, "batch")
+    for fig in figures.values():
+        assert len(data_axes(fig)) == 16 and "16 of" in fig.get_suptitle()
 
 
 @pytest.mark.parametrize("args,message", [

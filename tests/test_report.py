@@ -23,21 +23,29 @@ from cebench.store.frame import load
 from conftest import fail, rewrite, sweep_csv
 
 
+def built_in() -> list[str]:
+    """The built-in variants (not users' files another test resolved in this process)."""
+    return [n for n in variants.names() if variants.get(n).origin == variants.BUILT_IN]
+
+
 @pytest.fixture(scope="module")
 def every_variant(tmp_path_factory) -> Path:
     """A real sweep of the variants of both workloads that run eagerly on this CPU, with
     the compiled variants' rows added as copies of their eager twins (compiling here would
-    cost a minute) and the CUDA-only peers' as copies of dense's (as a GPU would measure
+    cost a minute) and the Triton peers' as copies of dense's (as a GPU would measure
     them), and one point out of memory: the table holds every built-in name and a reason."""
-    eager = [n for n in variants.names() if not variants.get(n).compiled and variants.get(n).devices != ("cuda",)]
+    def triton(n: str) -> bool:
+        return variants.get(n).devices == ("cuda",) or "cpu" in variants.get(n).interpreted_on
+
+    eager = [n for n in built_in() if not variants.get(n).compiled and not triton(n)]
     path = sweep_csv(tmp_path_factory.mktemp("report") / "measured.csv", "--batch", "1,4", "--context", "32",
                      "--workload", "loss,sample", "--variant", ",".join(eager))
 
     def edit(frame: pd.DataFrame) -> pd.DataFrame:
         twins = [frame[frame["variant"] == n[: -len("-compiled")]].assign(variant=n, compile_s="12.5")
-                 for n in variants.names() if n.endswith("-compiled")]
+                 for n in built_in() if n.endswith("-compiled")]
         twins += [frame[frame["variant"] == "dense"].assign(variant=n, device="cuda")
-                  for n in variants.names() if variants.get(n).devices == ("cuda",)]
+                  for n in built_in() if triton(n)]
         frame = pd.concat([frame, *twins], ignore_index=True)
         fail(frame, (frame["variant"] == "chunked") & (frame["batch"] == "4"), "oom")
         return frame
@@ -56,7 +64,7 @@ def test_show_reads_whole_at_every_width(every_variant, width, monkeypatch):
     assert "…" not in text
     assert max(len(line) for line in lines) <= width, "\n".join(line for line in lines if len(line) > width)
     shown = {line.split()[0] for line in lines[3:] if line and line[0].isalpha()}
-    assert set(variants.names()) <= shown  # every variant name whole
+    assert set(built_in()) <= shown  # every variant name whole
     assert "oom [1]" in text and "[1] OutOfMemoryError" in text
     header = {h.strip() for h in next(line for line in lines if line.startswith("variant")).split("  ")}
     assert width < 100 or {"vs bound", "vs floor"} <= header  # the limits come right after the ratios to dense
@@ -98,7 +106,7 @@ def test_show_formats_for_a_pull_request(every_variant):
     lines = md.stdout.splitlines()
     header = next(line for line in lines if line.startswith("| variant"))
     assert header.count("|") == lines[lines.index(header) + 1].count("|")
-    assert all(f"| {name} |" in md.stdout for name in variants.names())
+    assert all(f"| {name} |" in md.stdout for name in built_in())
     rows = list(csv.DictReader(io.StringIO(runner.invoke(app, ["show", str(every_variant), "--format", "csv"]).stdout)))
     records = json.loads(runner.invoke(app, ["show", str(every_variant), "--format", "json"]).stdout)
     assert len(rows) == len(records) == len(load(every_variant))

@@ -91,10 +91,17 @@ def _without(*columns: str) -> Callable[[Path], str]:
 
 
 def _truncated(src: Path) -> str:
-    """The last row cut off right after its status, as a crash mid-write would leave it."""
+    """The first row cut off right after its status, with rows after it (a cut-off last row
+    is left out with a warning: tests/test_faults.py)."""
     lines = src.read_text().splitlines()
-    cut = ",".join(lines[-1].split(",")[: COLUMNS.index("status") + 1])
-    return "\n".join(lines[:-1] + [cut]) + "\n"
+    cut = ",".join(lines[1].split(",")[: COLUMNS.index("status") + 1])
+    return "\n".join(lines[:1] + [cut] + lines[2:]) + "\n"
+
+
+def _ragged(src: Path) -> str:
+    """A row with a cell too many before the last row."""
+    lines = src.read_text().splitlines()
+    return "\n".join(lines[:-1] + ["x," * len(COLUMNS) + "x", lines[-1]]) + "\n"
 
 
 MALFORMED: list[tuple[str, Callable[[Path], str | bytes], str]] = [
@@ -113,8 +120,9 @@ MALFORMED: list[tuple[str, Callable[[Path], str | bytes], str]] = [
     ("empty key", _cells("variant", ""), "row 2: column 'variant' is empty"),
     ("ok row without memory", _cells("peak_delta_bytes", ""),
      "row 2: status is ok but column 'peak_delta_bytes' is empty"),
-    ("truncated row", _truncated, "row 3: status is ok but column 'peak_bytes' is empty"),
-    ("ragged row", lambda src: src.read_text() + "x," * len(COLUMNS) + "x\n", "not a readable CSV"),
+    ("truncated row", _truncated, f"line 2 has {COLUMNS.index('status') + 1} cells where the header has "
+                                  f"{len(COLUMNS)}"),
+    ("ragged row", _ragged, f"line 3 has {len(COLUMNS) + 1} cells where the header has {len(COLUMNS)}"),
     ("binary", lambda src: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "not a readable text file"),
 ]
 

@@ -108,13 +108,17 @@ def test_a_columns_kind_puts_it_among_the_int_or_float_columns():
 
 def test_added_columns_and_the_schema_version_come_from_the_declarations():
     assert ADDED == {"time_ms_samples": 2, "schema_version": 2, "flops": 3, "tflops_per_s": 3,
-                     "matmul_floor_ms": 3, "shard": 3, "ignore_frac": 4}
-    assert SCHEMA_VERSION == 4 == max(c.added for c in schema.DECLARED)
+                     "matmul_floor_ms": 3, "shard": 3, "ignore_frac": 4, "softcap": 5, "label_smoothing": 5,
+                     "z_loss": 5, "reduction": 5, "note": 5, "grads": 5, "retain_graph": 5, "target": 5,
+                     "predicted_floor_ms": 5, "grid": 5}
+    assert SCHEMA_VERSION == 5 == max(c.added for c in schema.DECLARED)
     assert ADDED == {c.name: c.added for c in schema.DECLARED if c.added > 1}
     assert set(schema.BEFORE) == set(ADDED) and schema.BEFORE["schema_version"] == "1"
-    # every row written before the ignore_frac axis existed ignored no target
-    assert schema.BEFORE["ignore_frac"] == "0"
-    assert {v for k, v in schema.BEFORE.items() if k not in ("schema_version", "ignore_frac")} == {""}
+    # every row written before these axes existed had them off: no padding, plain mean CE, fresh gradients
+    semantics = {"ignore_frac": "0", "softcap": "0", "label_smoothing": "0", "z_loss": "0", "reduction": "mean",
+                 "grads": "none", "retain_graph": "no"}
+    assert {k: schema.BEFORE[k] for k in semantics} == semantics
+    assert {v for k, v in schema.BEFORE.items() if k not in ("schema_version", *semantics)} == {""}
 
 
 def test_an_axis_column_is_derived_from_the_axis_and_keys_every_point():

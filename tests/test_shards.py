@@ -196,4 +196,4 @@ def test_merge_skips_a_shard_that_wrote_only_its_header_and_names_a_bad_shard_ce
         writer.writeheader()
         writer.writerows(rows)
     result = CliRunner().invoke(app, ["merge", str(a), "--out", str(tmp_path / "bad.csv")])
-    assert result.exit_code == 2 and "row 2: column 'shard': '1/a' is not INDEX/COUNT" in result.stderr
+    assert result.exit_code == 2 and "line 2: column 'shard': '1/a' is not INDEX/COUNT" in result.stderr

@@ -58,6 +58,7 @@ def test_a_module_attribute_and_a_dotted_path(tmp_path, monkeypatch):
 
 
 def test_a_file_is_imported_once_under_a_name_of_its_own(tmp_path, monkeypatch):
+    before = {name for name in sys.modules if name.startswith("cebench_user_mine_")}  # other tests' mine.py
     one = write(tmp_path / "a" / "mine.py", "import itertools\nCOUNTER = itertools.count()\nFIRST = next(COUNTER)\n")
     other = write(tmp_path / "b" / "mine.py", "VALUE = 'b'\n")  # the same stem in another folder
     counter = import_object(f"{one}:COUNTER", WHERE)
@@ -65,7 +66,7 @@ def test_a_file_is_imported_once_under_a_name_of_its_own(tmp_path, monkeypatch):
     assert import_object(f"{other}:VALUE", WHERE) == "b"
     monkeypatch.chdir(tmp_path / "a")
     assert import_object("mine.py:COUNTER", WHERE) is counter  # a relative path: the same file, the same module
-    names = [name for name in sys.modules if name.startswith("cebench_user_mine_")]
+    names = [name for name in sys.modules if name.startswith("cebench_user_mine_") and name not in before]
     assert len(names) == 2
 
 

@@ -194,7 +194,8 @@ def explain(config: Config, meta: bool = False) -> Explanation:
     `Unexplainable` when the variant cannot run here or on meta (compiled code, custom
     ops), or its step failed (out of memory, an op without a meta kernel)."""
     variant = variants.get(config.variant)
-    reason = COMPILED_ON_META if meta and variant.compiled else variant.unsupported_reason(config.device)
+    reason = (COMPILED_ON_META if meta and variant.compiled
+              else variant.unsupported_reason(devices.get(config.device).kind) or variant.lacks(config))
     if reason:
         raise Unexplainable(reason)
     try:

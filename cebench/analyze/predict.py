@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from torch.utils.flop_counter import FlopCounterMode
 
+from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
 from cebench.losses import variants
@@ -19,19 +20,23 @@ COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd co
 
 def predict(config: Config) -> Result:
     """A results row for `config` with predicted memory, its `flops`, and no time columns; compiled
-    variants are `unsupported`, a step that fails on `meta` is an `error` row."""
+    variants are `unsupported`, a step that fails on `meta` is an `error` row. On a named GPU
+    target the row names it (`target`) and, in bf16 or fp16, carries `predicted_floor_ms`: the
+    counted FLOPs at the card's dense BF16 rate (an estimate, never a measured time)."""
+    target = devices.get(config.device)
     result = Result.blank(config, f"predicted for {config.device}")
+    result.target = config.device if target.is_target else ""
     if variants.get(config.variant).compiled:
         result.status, result.error = Status.UNSUPPORTED, COMPILED_REASON
         return result
-    reason = variants.get(config.variant).unsupported_reason(config.device)
+    variant = variants.get(config.variant)
+    reason = variant.unsupported_reason(target.kind) or variant.lacks(config)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
     counter = FlopCounterMode(display=False)
-    try:
-        with counter:  # the FLOPs of the same meta step, as `count_flops` counts a measured row's
-            reading = predict_peak(config)
+    try:  # the FLOPs of the same meta step, as `count_flops` counts a measured row's
+        reading = predict_peak(config, counter)
     except OpaqueOp as exc:
         result.status, result.error = Status.UNSUPPORTED, str(exc)
         return result
@@ -41,6 +46,8 @@ def predict(config: Config) -> Result:
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
     result.flops = counted(counter)
+    if result.flops is not None and target.bf16_flops and config.dtype in ("bf16", "fp16"):
+        result.predicted_floor_ms = result.flops / target.bf16_flops * 1e3
     return result
 
 

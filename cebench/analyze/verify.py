@@ -1,20 +1,28 @@
-"""Correctness claims of the system under test, checked rather than assumed.
+"""Correctness claims of the system under test and its peers, checked rather than assumed.
 
-Loss variants: the loss and the gradients of `h` and `weight` against a float64 dense
-reference computed from the same (dtype-rounded) inputs; the error is the max-norm
-relative error max|got − ref| / max|ref|. Samplers: a Pearson chi-square goodness-of-fit
-test of many draws against the exact softmax(logits / T) probabilities.
+Loss variants, as a parity matrix: every variant × every loss semantics setting (all off,
+and each of padding, softcap, label smoothing, z-loss and reduction alone) × dtype, at
+three shapes, against a float64 reference written here with the same semantics (torch's
+definitions); each step is backpropagated with a non-uniform upstream gradient (a scalar
+≠ 1, or with reduction none a fixed random vector). The error is the max-norm relative
+error max|got − ref| / max|ref| of the loss and of the gradients of `h` and `weight`. A
+setting a variant does not support is `unsupported`, shown and never failed; N = 0 and
+every target ignored are edge cases whose outcome (a value, NaN, an exception) is shown as
+a finding. Samplers: a Pearson chi-square goodness-of-fit test of many draws against the
+exact softmax(logits / T) probabilities.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
 
+from cebench.core.axes import BY_NAME, SEMANTICS, semantics_label
 from cebench.core.config import LOSS, SAMPLE, Config
+from cebench.core.errors import describe, said
 from cebench.losses import inputs, variants
 from cebench.losses.builtin import vendored_chunked_cross_entropy
 
@@ -23,17 +31,29 @@ from cebench.losses.builtin import vendored_chunked_cross_entropy
 TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 5e-3}
 P_VALUE_FLOOR = 1e-3
 SEED = 0
+UPSTREAM = 0.75  # the upstream gradient of a scalar loss: not 1, so a backward that ignores it is caught
+LOGIT_STD = 1.0  # h is scaled so that the logits' standard deviation is about this (softcaps of ~2 bite)
+# What each semantics is checked at when not given: non-trivial at the logits' scale.
+DEFAULT_SETTINGS: dict[str, str] = {"ignore_frac": "0.25", "softcap": "2", "label_smoothing": "0.1",
+                                    "z_loss": "0.01", "reduction": "sum,none"}
+QUANTITIES = ("loss", "grad h", "grad weight")
 
 
 @dataclass(frozen=True)
 class LossCase:
-    """One loss shape: N rows of width d_model over `vocab`, chunked by `ce_chunk`."""
+    """One loss shape: N rows of width d_model over `vocab`, chunked by `ce_chunk`;
+    `all_ignored`: every target is padding. `edge` cases have no meaningful mean."""
 
     name: str
     tokens: int
     vocab: int
     d_model: int
     ce_chunk: int
+    all_ignored: bool = False
+
+    @property
+    def edge(self) -> bool:
+        return self.tokens == 0 or self.all_ignored
 
 
 LOSS_CASES = (
@@ -41,14 +61,54 @@ LOSS_CASES = (
     LossCase("N not divisible by ce_chunk", 100, 1000, 32, 32),
     LossCase("ce_chunk larger than N", 20, 1000, 32, 64),
     LossCase("N = 0", 0, 1000, 32, 32),
+    LossCase("every target ignored", 96, 1000, 32, 32, all_ignored=True),
 )
 
 
 @dataclass(frozen=True)
+class Setting:
+    """The loss semantics of one column of the matrix: (axis name, value) pairs, the
+    others off."""
+
+    values: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def semantics(self) -> dict[str, object]:
+        return dict(self.values)
+
+    @property
+    def label(self) -> str:
+        """'softcap 2', or 'all off'."""
+        return semantics_label(self.semantics) or "all off"
+
+    @property
+    def short(self) -> str:
+        """'cap 2', or 'off': a column header."""
+        return " ".join(BY_NAME[k].short.format(v) for k, v in self.values) or "off"
+
+
+OFF = Setting()
+
+
+def settings(given: Mapping[str, str | None] | None = None) -> list[Setting]:
+    """All off, then each semantics alone at each of its values that is not off: those
+    `given` (axis name → comma-separated text) or `DEFAULT_SETTINGS`."""
+    given = given or {}
+    out = [OFF]
+    for axis in SEMANTICS:
+        text = given.get(axis.name)
+        for value in axis.parse(DEFAULT_SETTINGS[axis.name] if text is None else text, axis.name):
+            if not axis.is_off(value):
+                out.append(Setting(((axis.name, value),)))
+    return out
+
+
+@dataclass(frozen=True)
 class LossCheck:
-    """Max-norm relative errors of loss, grad h and grad weight at one case and dtype.
-    For N = 0 `errors` holds the returned loss itself (the reference is 0.0 by the seed's
-    convention). `passed` is None where the claim does not apply."""
+    """One variant at one case, dtype and setting: max-norm relative errors of loss, grad
+    h and grad weight (empty where it did not run); `passed` None where nothing is claimed
+    (unsupported, an edge case); `outcome` what it did where that is the finding ('0',
+    'nan', 'raises …'); `note` says what a mismatch looks like, or why it did not run."""
 
     variant: str
     case: LossCase
@@ -57,6 +117,10 @@ class LossCheck:
     tolerance: float
     passed: bool | None
     note: str = ""
+    setting: Setting = OFF
+    outcome: str = ""
+    unsupported: bool = False
+    warned: str = ""  # what the variant warned while it ran (a fallback, say)
 
 
 @dataclass(frozen=True)
@@ -99,21 +163,65 @@ def _built(variant: str) -> Callable[..., torch.Tensor]:
     return _BUILT[key]
 
 
-def _loss_and_grads(fn, h, w, t, ce_chunk) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
-    """Loss, grad h, grad weight (zeros where no gradient flows), and whether it flowed."""
+@dataclass
+class Outcome:
+    """What one call did: the loss and both gradients (zeros where none flowed), whether
+    the gradient flowed, or the exception it raised."""
+
+    loss: torch.Tensor | None = None
+    grads: tuple[torch.Tensor, torch.Tensor] | None = None
+    attached: bool = False
+    raised: str = ""
+    interpreter: bool = False  # what raised was Triton's interpreter
+    warned: str = ""
+
+
+def _run(fn: Callable[..., torch.Tensor], h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, ce_chunk: int,
+         semantics: Mapping[str, object], upstream: torch.Tensor) -> Outcome:
+    """`fn` on fresh leaves of `h` and `w`, backpropagated with `upstream` (its dtype
+    matched to the loss's); an exception is returned, not raised."""
     h = h.detach().clone().requires_grad_()
     w = w.detach().clone().requires_grad_()
-    loss = fn(h, w, t, ce_chunk)
-    attached = loss.requires_grad
-    if attached:
-        loss.backward()
-    grad_h = h.grad if h.grad is not None else torch.zeros_like(h)
-    grad_w = w.grad if w.grad is not None else torch.zeros_like(w)
-    return loss.detach(), grad_h, grad_w, attached
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            loss = fn(h, w, t, ce_chunk, **semantics)
+            if loss.shape != upstream.shape:
+                return Outcome(raised=f"returned shape {tuple(loss.shape)}, not {tuple(upstream.shape)}")
+            attached = loss.requires_grad
+            if attached:
+                loss.backward(upstream.to(loss.dtype))
+        except Exception as exc:  # a variant that raises is a finding of the matrix, never a traceback
+            return Outcome(raised=f"raises {describe(exc, 160)}",
+                           interpreter=type(exc).__name__ == "InterpreterError")
+    grads = tuple(g if g is not None else torch.zeros_like(x) for g, x in ((h.grad, h), (w.grad, w)))
+    return Outcome(loss.detach(), grads, attached, warned=said(caught))  # type: ignore[arg-type]
+
+
+def reference(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, ce_chunk: object = None, *, softcap: float = 0.0,
+              label_smoothing: float = 0.0, z_loss: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy of `h @ w.T` with torch's definitions, written out: logits softcapped
+    (c·tanh(logits / c)), per-row (1 − ε)·nll + ε·mean(−log p) + z·lse² for real targets
+    (0 for padding), then the mean over real targets (NaN when there are none), the sum, or
+    the rows."""
+    logits = h @ w.T
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    lse = torch.logsumexp(logits, dim=-1)
+    log_p = logits - lse[:, None]
+    kept = t != inputs.IGNORE_INDEX
+    nll = -log_p.gather(1, t.clamp(min=0)[:, None])[:, 0]
+    rows = ((1 - label_smoothing) * nll - label_smoothing * log_p.mean(dim=-1) + z_loss * lse.square()) * kept
+    if reduction == "none":
+        return rows
+    return rows.sum() / kept.sum() if reduction == "mean" else rows.sum()
 
 
 def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """max|got − ref| / max|ref| in float64; inf where `got` has a NaN."""
+    """max|got − ref| / max|ref| in float64; inf where `got` has a NaN (0 for empty tensors,
+    and where both are the same NaN-free value)."""
+    if got.numel() == 0:
+        return 0.0
     diff = (got.double() - ref).abs().max().item()
     if math.isnan(diff):
         return math.inf
@@ -121,27 +229,98 @@ def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
-def _reference(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, _: object) -> torch.Tensor:
-    return F.cross_entropy(F.linear(h, w), t)
+def _errors(got: Outcome, want: Outcome) -> dict[str, float]:
+    assert got.loss is not None and got.grads is not None and want.loss is not None and want.grads is not None
+    return {q: relative_error(a, b) for q, a, b in zip(QUANTITIES, (got.loss, *got.grads),
+                                                       (want.loss, *want.grads), strict=True)}
 
 
-def verify_loss(variant: str, case: LossCase, dtype: str) -> LossCheck:
-    """Loss, grad h and grad weight of `variant` against the float64 dense reference."""
+def _inputs(case: LossCase, dtype: str, setting: Setting) -> tuple[Config, inputs.Inputs]:
+    """The case's inputs at `dtype` (fixed seed), h scaled so the logits' std is about
+    `LOGIT_STD`; with `all_ignored`, every target padding."""
+    semantics = setting.semantics
+    config = Config("dense", LOSS, "cpu", dtype, case.tokens, 1, case.vocab, case.d_model, case.ce_chunk,
+                    **semantics)
+    x = inputs.make(config)
+    scale = LOGIT_STD * math.sqrt(case.d_model)
+    x.h = (x.h.detach().double() * scale).to(x.h.dtype)
+    if case.all_ignored:
+        x.targets = torch.full_like(x.targets, inputs.IGNORE_INDEX)
+    if x.upstream is None:
+        x.upstream = torch.tensor(UPSTREAM)
+    return config, x
+
+
+def _finding(got: Outcome) -> str:
+    """An edge case's outcome in a word or two: '0', 'nan', 'raises …'."""
+    if got.raised:
+        return got.raised
+    assert got.loss is not None and got.grads is not None
+    value = got.loss
+    text = "empty" if value.numel() == 0 else ("nan" if value.isnan().any() else f"{value.double().sum().item():g}")
+    grads_nan = any(g.isnan().any().item() for g in got.grads)
+    return text + (" (NaN gradients)" if grads_nan else "") + ("" if got.attached else " (no gradient)")
+
+
+def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, tol: float) -> str:
+    """What a mismatch looks like, where it can tell: the padding share, a semantics not
+    applied, an upstream gradient ignored."""
+    h, w = x.h.double(), x.weight.double()
+    semantics = setting.semantics
+    features = {k: v for k, v in semantics.items() if BY_NAME[k].keyword}
+    want = reference(h, w, x.targets, **features)
+    assert got.loss is not None
+    if "ignore_frac" in semantics and want.dim() == 0 and want.item():
+        share = (x.targets != inputs.IGNORE_INDEX).double().mean().item()
+        if abs(got.loss.double().item() / want.item() - share) < 10 * tol:
+            return (f"loss = reference × {share:.3g}, the share of real targets: it divides by every row, not "
+                    "by the targets kept")
+    for name in features:
+        without = {k: v for k, v in features.items() if k != name}
+        plain = _run(reference, h, w, x.targets, case.ce_chunk, without,
+                     x.upstream.double() if name != "reduction" else _upstream(case, OFF))
+        if plain.loss is not None and got.loss.shape == plain.loss.shape and max(_errors(got, plain).values()) <= tol:
+            return f"matches the reference without {BY_NAME[name].label.format(semantics[name])}: not applied"
+    ones = _run(reference, h, w, x.targets, case.ce_chunk, features, torch.ones_like(x.upstream, dtype=torch.float64))
+    assert got.grads is not None and ones.grads is not None
+    if all(relative_error(a, b) <= tol for a, b in zip(got.grads, ones.grads, strict=True)):
+        return "gradients match an upstream gradient of all ones: the upstream gradient is ignored"
+    return ""
+
+
+def _upstream(case: LossCase, setting: Setting) -> torch.Tensor:
+    return _inputs(case, "fp32", setting)[1].upstream.double()  # type: ignore[union-attr]
+
+
+def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF) -> LossCheck:
+    """`variant` at one case, dtype and setting against the float64 reference (see the
+    module's docstring)."""
     tol = TOLERANCE[dtype]
-    x = inputs.make(Config(variant, LOSS, "cpu", dtype, case.tokens, 1, case.vocab, case.d_model, case.ce_chunk))
-    h, w, t = x.tensors()
-    loss, grad_h, grad_w, attached = _loss_and_grads(_built(variant), h, w, t, case.ce_chunk)
-    if case.tokens == 0:
-        value = {"loss": loss.item()}
-        if variants.get(variant).load() is not vendored_chunked_cross_entropy:
-            return LossCheck(variant, case, dtype, value, tol, None,
-                             "n/a: 0.0 for no rows is the seed's convention only")
-        note = "" if attached else "detached: loss.backward() raises on an empty batch"
-        return LossCheck(variant, case, dtype, value, tol, loss.item() == 0.0, note)
-    ref = _loss_and_grads(_reference, h.double(), w.double(), t, None)
-    errors = {q: relative_error(got, want)
-              for q, got, want in zip(("loss", "grad h", "grad weight"), (loss, grad_h, grad_w), ref[:3], strict=True)}
-    return LossCheck(variant, case, dtype, errors, tol, max(errors.values()) <= tol)
+    config, x = _inputs(case, dtype, setting)
+    lacking = variants.get(variant).lacks(replace(config, variant=variant))
+    if lacking:
+        return LossCheck(variant, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True)
+    assert x.upstream is not None
+    got = _run(_built(variant), x.h, x.weight, x.targets, case.ce_chunk, config.features, x.upstream)
+    if case.edge:
+        outcome = _finding(got)
+        if case.tokens == 0 and variants.get(variant).load() is vendored_chunked_cross_entropy:
+            zero = got.loss is not None and got.loss.numel() == 1 and got.loss.item() == 0.0
+            note = "0.0 for no rows: the seed's own convention (torch's mean over no targets is NaN)"
+            return LossCheck(variant, case, dtype, {}, tol, zero, note, setting, outcome)
+        return LossCheck(variant, case, dtype, {}, tol, None, "", setting, outcome)
+    if got.interpreter and "cpu" in variants.get(variant).interpreted_on:  # a limit of the interpreter, not a finding
+        return LossCheck(variant, case, dtype, {}, tol, None, f"Triton's interpreter cannot run it: {got.raised}",
+                         setting, "interpreter", unsupported=True)
+    if got.raised:
+        return LossCheck(variant, case, dtype, {}, tol, False, got.raised, setting, "error")
+    want = _run(reference, x.h.double(), x.weight.double(), x.targets, case.ce_chunk, config.features,
+                x.upstream.double())
+    errors = _errors(got, want)
+    passed = max(errors.values()) <= tol
+    note = "; ".join(filter(None, ["" if passed else _diagnose(got, x, case, setting, tol),
+                                   f"warned {got.warned}" if got.warned else ""]))
+    return LossCheck(variant, case, dtype, errors, tol, passed, note, setting, warned=got.warned)
 
 
 def _draw(variant: str, h: torch.Tensor, w: torch.Tensor, case: SampleCase) -> torch.Tensor:
@@ -184,14 +363,15 @@ def verify_sampler(variant: str, case: SampleCase) -> SamplerCheck:
     return SamplerCheck(variant, case, statistic, dof, p, p >= P_VALUE_FLOOR, "; ".join(notes))
 
 
-def run_all(names: list[str], dtypes: list[str], sample: SampleCase
+def run_all(names: list[str], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,)
             ) -> tuple[list[LossCheck], list[SamplerCheck], dict[str, str]]:
-    """Every check for the named variants that run on this CPU: loss variants at each case
-    and dtype, samplers once each; and the variants that cannot run here, with why."""
+    """Every check for the named variants that run on this CPU: loss variants at each
+    setting of `matrix`, case (edge cases with every semantics off) and dtype, samplers
+    once each; and the variants that cannot run here, with why."""
     skipped = {n: r for n in names if (r := variants.get(n).unsupported_reason("cpu"))}
     names = [n for n in names if n not in skipped]
     variants.smoke_test(names, "cpu")
-    loss_checks = [verify_loss(n, case, d) for n in names if variants.get(n).workload == LOSS
-                   for d in dtypes for case in LOSS_CASES]
+    loss_checks = [verify_loss(n, case, d, setting) for n in names if variants.get(n).workload == LOSS
+                   for d in dtypes for setting in matrix for case in LOSS_CASES if setting == OFF or not case.edge]
     sampler_checks = [verify_sampler(n, sample) for n in names if variants.get(n).workload == SAMPLE]
     return loss_checks, sampler_checks, skipped

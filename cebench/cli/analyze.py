@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import typer
 from rich.text import Text
 
-from cebench.cli.app import command, out, print_table
+from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import Columns, Wide
+from cebench.core.axes import X_AXES
 from cebench.core.errors import UsageError
 from cebench.core.units import format_bytes, format_ms
 from cebench.render.table import Column, Table
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 CSV_HELP = "A results CSV written by cebench sweep or predict."
 LAST_ROW = "Where the CSV holds a configuration more than once (sweeps append), its last row is used."
 FORMATS = ("table", "markdown", "csv", "json")
+LONG_TABLE = 20_000  # rows: a longer table earns a warning before it is built (minutes, and a long scroll)
 
 
 @command(help=f"Print the table cebench sweep prints, from a results CSV. {LAST_ROW} --format markdown gives "
@@ -33,11 +35,15 @@ def show(
 ) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    from cebench.render.report import markdown, results_table, view
+    from cebench.render.report import column_keys, markdown, results_table, view
     from cebench.store.frame import distinct, latest, load
 
+    check_columns(columns, column_keys())
     frame = load(csv)
     rows = latest(frame)
+    if len(rows) > LONG_TABLE:
+        err.print(f"warning: {csv}: {len(rows):,} rows to lay out, which takes a while; --format csv prints their "
+                  "values sooner, and cebench plot --filter draws a part", style="yellow", highlight=False)
     if fmt in ("csv", "json"):
         values = view(rows)
         typer.echo(values.to_csv(index=False) if fmt == "csv" else values.to_json(orient="records", indent=2),
@@ -52,7 +58,7 @@ def show(
     if fmt == "markdown":
         typer.echo(markdown(table))
     else:
-        print_table(table, wide, columns)
+        print_table(table, wide, columns, checked=True)
 
 
 @command(help=(
@@ -65,8 +71,8 @@ def show(
     short_help="Draw memory and time figures from a results CSV.")
 def plot(
     csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False),
-    x: str = typer.Option(None, "--x", help="Parameter on the x axis: batch, context, vocab or d_model. "
-                                            "Default: the one with the most values."),
+    x: str = typer.Option(None, "--x", help=f"Parameter on the x axis: {', '.join(X_AXES)}. Default: the one "
+                                            "with the most values."),
     out_dir: Path = typer.Option(None, "--out-dir", metavar="DIR", help="Folder for the figures. Default: next to "
                                                                         "the CSV, named after it."),
     filters: list[str] = typer.Option([], "--filter", metavar="COLUMN=VALUE",

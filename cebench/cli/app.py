@@ -6,8 +6,11 @@ error answer without them.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import sys
+import warnings
 
 import typer
 from rich.console import Console
@@ -15,7 +18,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from cebench.core.config import LOSS
-from cebench.core.errors import UsageError
+from cebench.core.errors import InputWarning, UsageError
 
 # Placeholders in option help texts, filled in when help is shown (so variants that
 # entry points or a user register appear too).
@@ -35,13 +38,75 @@ def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> No
                 LOSS_VARIANTS, ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiled))
 
 
+WORD = 160  # characters: a longer word (an argument echoed) is shortened in the middle in error lines
+LINE = 2000  # characters: a longer error or warning line is shortened in the middle
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit * 2 // 3]}…{text[-(limit // 3):]}"
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, each word (an argument echoed: a 6,000-character --batch) at most
+    `WORD` characters and the line at most `LINE`; what is cut is their middle, so the
+    start and the end (where what is wrong is said) stay."""
+    return _shorten(" ".join(_shorten(word, WORD) for word in text.split()), LINE)
+
+
 def message(exc: UsageError) -> str:
     """A library's `UsageError` in the command line's words: its parameter as a flag."""
     return exc.message if exc.param is None else f"--{exc.param.replace('_', '-')}: {exc.message}"
 
 
+def error(text: str) -> None:
+    """'cebench: error: <text>' on stderr, one line."""
+    err.print(Text.assemble(("cebench: error: ", "bold red"), one_line(text)), highlight=False, soft_wrap=True)
+
+
+def _show_warning(msg: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    """An `InputWarning` as one line on stderr; any other warning as Python shows it."""
+    if issubclass(category, InputWarning):
+        err.print(f"warning: {one_line(str(msg))}", style="yellow", highlight=False, soft_wrap=True)
+    else:
+        _python_showwarning(msg, category, *args, **kwargs)  # type: ignore[arg-type]
+
+
+_python_showwarning = warnings.showwarning
+# click's exceptions, from the click that typer uses (recent typers bundle their own)
+_clicks = sys.modules[typer.BadParameter.__module__]
+_NO_ARGS = getattr(_clicks, "NoArgsIsHelpError", ())
+
+
+def _stdout_failed(exc: OSError) -> bool:
+    """Whether `exc` is a failed write to stdout (a full device, a closed pipe): a frame of
+    its traceback was writing to stdout, itself or through a rich console."""
+    if exc.errno not in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG):
+        return False
+    streams = (sys.stdout, getattr(sys.stdout, "buffer", None), sys.__stdout__)
+    tb = exc.__traceback__
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            if any(value is s for s in streams) or (isinstance(value, Console) and value.file in streams):
+                return True
+        tb = tb.tb_next
+    return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit cannot fail again."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test runner's capture)
+        pass
+
+
 class _Group(TyperGroup):
-    """Every command's `UsageError` becomes one line on stderr and exit code 2."""
+    """Every error is one line on stderr, 'cebench: error: …', and exit code 2: a
+    `UsageError` from a command, and a bad option from click (an unknown option, a value of
+    the wrong type); stdout that cannot be written (a full device) is one too. An
+    `InputWarning` is one line on stderr, 'warning: …', as it is raised."""
 
     def format_help(self, ctx: typer.Context, formatter: object) -> None:
         _complete_help(self, ctx)
@@ -51,8 +116,34 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            err.print(Text.assemble(("cebench: error: ", "bold red"), message(exc)), highlight=False, soft_wrap=True)
+            error(message(exc))
             raise typer.Exit(2) from None
+
+    def main(self, *args: object, standalone_mode: bool = True, **kwargs: object) -> object:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        with warnings.catch_warnings():  # restores showwarning and the filters
+            warnings.simplefilter("always", InputWarning)
+            warnings.showwarning = _show_warning
+            try:
+                code = super().main(*args, standalone_mode=False, **kwargs)
+                sys.stdout.flush()
+            except _NO_ARGS as exc:  # the help is printed already
+                code = exc.exit_code
+            except _clicks.ClickException as exc:
+                error(exc.format_message())
+                code = exc.exit_code
+            except typer.Abort:
+                error("aborted")
+                code = 1
+            except OSError as exc:
+                if not _stdout_failed(exc):
+                    raise
+                _silence_stdout()
+                if exc.errno != errno.EPIPE:  # a closed pipe (| head) is the reader's choice: no word
+                    error(f"cannot write to standard output ({exc.strerror or exc})")
+                code = 1 if exc.errno == errno.EPIPE else 2
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 class _Command(TyperCommand):
@@ -84,13 +175,25 @@ if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
 err = Console(stderr=True, markup=False, emoji=False, soft_wrap=True)  # log lines stay whole
 
 
-def print_table(table: object, wide: bool = False, columns: str | None = None) -> None:
+def check_columns(columns: str | None, keys: list[str]) -> None:
+    """`--columns` checked, before any work, against the keys of the table to be printed."""
+    from cebench.run.grid import split
+
+    unknown = [k for k in split(columns, "columns") if k not in keys] if columns is not None else []
+    if unknown:
+        raise UsageError(f"--columns: unknown column(s) {', '.join(unknown)} (choose from {', '.join(keys)})")
+
+
+def print_table(table: object, wide: bool = False, columns: str | None = None, checked: bool = False) -> None:
     """Print a `cebench.render.table.Table` whole at the terminal's width: columns that do not fit
-    are left out and named below (`wide`: every column; `columns`: exactly these keys)."""
+    are left out and named below (`wide`: every column; `columns`: exactly these keys; `checked`:
+    they were checked already (`check_columns`), and one this table lacks is left out)."""
     from cebench.render.table import render
     from cebench.run.grid import split
 
-    keep = split(columns, "--columns") if columns is not None else None
+    keep = split(columns, "columns") if columns is not None else None
+    if keep is not None and checked:
+        keep = [k for k in keep if k in table.keys()]  # type: ignore[attr-defined]
     try:
         rendered = render(table, None if wide else out.width, keep)
     except ValueError as exc:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cebench.api import EXPLAIN_VARIANTS
-from cebench.cli.app import command, err, out, print_table
-from cebench.cli.options import LIST, Columns, Wide, with_axes
+from cebench.cli.app import check_columns, command, err, out, print_table
+from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, one_name, with_axes
 from cebench.core.errors import UsageError
 from cebench.core.units import format_bytes
 from cebench.render.table import Column, Table
@@ -27,9 +27,24 @@ Variants = Annotated[str | None, typer.Option(
                                     f"device only). Default: {EXPLAIN_VARIANTS}.")]
 
 
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+BREAKDOWN_COLUMNS = [Column("kind", "kind", right=False), Column("op", "created by", right=False),
+                     Column("phase", "phase", right=False), Column("inside", "inside", right=False, priority=2),
+                     Column("count", "×", priority=1), Column("bytes", "bytes"), Column("share", "of peak")]
+
+
 def default_out() -> Path:
     """results/explain-<local time>.png"""
     return Path("results") / f"explain-{datetime.now():%Y%m%d-%H%M%S}.png"
+
+
+def check_out(path: Path) -> None:
+    """`--out` checked before any work: a figure's name, in a place that can be written."""
+    from cebench.store.files import writable
+
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise UsageError(f"'{path}' is not a figure's name: give one ending in {', '.join(FIGURE_SUFFIXES)}", "out")
+    writable(path)
 
 
 def breakdown_table(e: Explanation) -> Table:
@@ -41,10 +56,7 @@ def breakdown_table(e: Explanation) -> Table:
     c = e.config
     name = c.variant if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
     how = f"predicted for {c.device} on meta tensors" if e.method == PREDICTED else f"{c.device}, allocator events"
-    table = Table([Column("kind", "kind", right=False), Column("op", "created by", right=False),
-                   Column("phase", "phase", right=False), Column("inside", "inside", right=False, priority=2),
-                   Column("count", "×", priority=1), Column("bytes", "bytes"), Column("share", "of peak")],
-                  title=f"cebench explain · {name} · {c.dtype} · {how}")
+    table = Table(list(BREAKDOWN_COLUMNS), title=f"cebench explain · {name} · {c.dtype} · {how}")
 
     def share(nbytes: int) -> str:
         return f"{nbytes / e.peak_delta_bytes:.1%}" if e.peak_delta_bytes else "–"
@@ -76,19 +88,24 @@ def breakdown_table(e: Explanation) -> Table:
 
 
 @command(name="explain")
-@with_axes(single=("dtype", "batch", "context", "vocab", "d_model", "ignore_frac"),
+@with_axes(single=ONE_POINT,
            defaults={"batch": "Default: the largest of sweep's defaults: cpu 8; cuda 32."})
 def explain_command(
     ctx: typer.Context,
     variant: Variants = None,
-    target: str = typer.Option("auto", metavar="DEVICE",
-                               help="Device to explain the step on: auto (cuda when a GPU is visible), cpu or cuda. "
-                                    "cuda without a GPU here is predicted on meta tensors. Sets the defaults too."),
-    meta: bool = typer.Option(False, "--meta", help="Trace on meta tensors for --target (nothing allocated or "
+    device: str = typer.Option(None, "--device", metavar="DEVICE", show_default=False,
+                               help="Device to explain the step on: auto (cuda when a GPU is visible), cpu or cuda; "
+                                    "cuda without a GPU here, or a named GPU to predict for "
+                                    f"({TARGETS_TEXT}), is traced on meta tensors. Sets the defaults too. Default: "
+                                    "auto."),
+    target: DeviceAlias = None,
+    meta: bool = typer.Option(False, "--meta", help="Trace on meta tensors for --device (nothing allocated or "
                                                     "computed; eager variants only) instead of running the step."),
     out_path: Path = typer.Option(None, "--out", metavar="PNG", show_default=False,
-                                  help="Where to write the figure. Default: results/explain-\\<time\\>.png."),
-    as_json: bool = typer.Option(False, "--json", help="Print the breakdowns as JSON (nothing else on stdout)."),
+                                  help="Where to write the figure (.png, .svg or .pdf). Default: "
+                                       "results/explain-\\<time\\>.png; none with --json."),
+    as_json: bool = typer.Option(False, "--json", help="Print the breakdowns as JSON (nothing else on stdout); "
+                                                       "the figure only where --out is given."),
     wide: Wide = False,
     columns: Columns = None,
 ) -> None:
@@ -103,8 +120,15 @@ def explain_command(
     """
     from cebench import api
 
+    check_columns(columns, [c.key for c in BREAKDOWN_COLUMNS])  # before the work, as --out
+    if out_path is not None:
+        check_out(out_path)
     with err.status("explaining…"):
-        explained = api.explain(target=target, meta=meta, **grid_params(ctx.params))
+        if target is not None:  # --target: another name for --device (errors name the option typed)
+            one_name(device, target, "device", "target", "auto")
+            explained = api.explain(target=target, meta=meta, **grid_params(ctx.params))
+        else:
+            explained = api.explain(device=device or "auto", meta=meta, **grid_params(ctx.params))
     done, skipped = explained.explanations, dict(explained.not_explained)
     for label, why in skipped.items():
         err.print(f"not explained: {label}: {why}", style="yellow", highlight=False)
@@ -116,13 +140,13 @@ def explain_command(
 
     if not done:
         raise UsageError("--variant: nothing to explain here (see above)")
-    path = save(done, out_path or default_out())
+    path = save(done, out_path or default_out()) if out_path is not None or not as_json else None
     if as_json:
         import cebench
 
         typer.echo(json.dumps({"cebench_version": cebench.__version__, "torch_version": torch.__version__,
-                               "figure": str(path), "explanations": [to_json(e) for e in done],
-                               "not_explained": skipped}, indent=2))
+                               "figure": None if path is None else str(path),
+                               "explanations": [to_json(e) for e in done], "not_explained": skipped}, indent=2))
         return
     for e in done:
         print_table(breakdown_table(e), wide, columns)

@@ -4,14 +4,20 @@ from __future__ import annotations
 import typer
 from rich.text import Text
 
-from cebench.cli.app import command, out
+from cebench.cli.app import command, out, print_table
+from cebench.cli.options import DeviceAlias, Wide, one_name
 from cebench.core import devices
+from cebench.core.axes import SEMANTICS
+from cebench.core.config import LOSS
 from cebench.losses import variants
 
 
 @command(name="variants")
 def list_variants(
-    device: str = typer.Option("auto", help="Say whether each variant runs on this device here: auto, cpu or cuda."),
+    device: str = typer.Option(None, metavar="DEVICE", show_default=False,
+                               help="Say whether each variant runs on this device here: auto (cuda when a GPU is "
+                                    "visible), cpu or cuda. Default: auto."),
+    target: DeviceAlias = None,
 ) -> None:
     """List every variant: built-in, installed through the `cebench.variants` entry-point
     group, with its workload, whether it chunks (measured once per --ce-chunk), the
@@ -20,7 +26,7 @@ def list_variants(
     Any name with -compiled appended is its torch.compile'd twin; a user's function is
     named module:function or file.py:function (see the README, "Bring your own loss").
     """
-    device = devices.resolve(device).name
+    device = devices.resolve(one_name(device, target, "device", "target", "auto")).name
     for name in variants.names(None):
         v = variants.get(name)
         reason = v.unsupported_reason(device)
@@ -29,8 +35,64 @@ def list_variants(
                     f" · {v.origin}", style="")
         out.print(head, highlight=False)
         out.print(Text(f"    {v.summary}"), highlight=False)
+        if v.workload == LOSS:  # padding reaches every loss; the other semantics those that take them
+            takes = [a.flag for a in SEMANTICS if not a.keyword or a.name in v.supports]
+            out.print(Text(f"    loss semantics: {', '.join(takes)}", style="dim"), highlight=False)
+        if device in v.interpreted_on:
+            out.print(Text(f"    {v.interpreter_note(device)}", style="dim"), highlight=False)
         if v.on_request or device in v.on_request_on:
             out.print(Text(f"    measured when named with --variant (not in a default {device} sweep)", style="dim"))
         verdict = Text(reason, style="yellow") if reason else Text("runs", style="green")
         here = Text(f"    here ({device}): ") + verdict
         out.print(here, highlight=False)
+
+
+@command(name="targets")
+def list_targets(wide: Wide = False) -> None:
+    """List the named GPU targets that predict, fit and explain take as --target: each
+    card's memory (what it reports to torch: fit's default budget), its cuBLAS workspace
+    (one per thread that runs a matmul: two in a loss step), its dense BF16 rate (for
+    predicted_floor_ms), and where each figure comes from.
+    """
+    from cebench import api
+    from cebench.core.units import format_bytes
+    from cebench.render.table import Column, Table
+
+    table = Table([Column("name", "target", right=False), Column("model", "GPU", right=False, priority=2),
+                   Column("cc", "sm", priority=1), Column("memory", "memory"), Column("bytes", "bytes", priority=1),
+                   Column("workspace", "cuBLAS workspace"), Column("bf16", "BF16 dense")],
+                  title="cebench targets · for predict, fit and explain --target (cuda: any NVIDIA GPU, no card's "
+                        "figures)")
+    found = api.targets()
+    for t in found:
+        table.add_row(t.name, t.model, f"{t.capability[0]}.{t.capability[1]}", format_bytes(t.capacity_bytes),
+                      f"{t.capacity_bytes:,}", f"{t.workspace_bytes:,} B", f"{t.bf16_flops / 1e12:,.1f} TFLOP/s")
+    print_table(table, wide)
+    for t in found:
+        out.print(Text(f"{t.name}: {t.sources}"), highlight=False, soft_wrap=True)
+
+
+@command(name="models")
+def list_models(wide: Wide = False) -> None:
+    """List the preset models (Hugging Face config.json files shipped with cebench): model
+    type, blocks, d_model, MLP width, attention heads / key-value heads, vocabulary, whether
+    the head is tied to the embedding, the exact parameter count (a tied head once), and
+    where the numbers come from. A model is also named by a path to a config.json (llama,
+    mistral, qwen2, gemma2, gpt2) or by a user's build, path/to/file.py:build.
+    """
+    from cebench.models import presets
+    from cebench.render.table import Column, Table
+
+    table = Table([Column("name", "model", right=False), Column("type", "type", right=False),
+                   Column("layers", "blocks"), Column("d_model", "d_model"), Column("heads", "heads / kv"),
+                   Column("d_ff", "MLP", priority=1), Column("vocab", "vocab"), Column("tied", "tied", right=False),
+                   Column("n_params", "parameters")],
+                  title="cebench models · presets (a model is also a config.json path, or file.py:build)")
+    found = presets()
+    for m in found:
+        s = m.spec
+        table.add_row(m.name, s.model_type, str(s.n_layers), f"{s.d_model:,}", f"{s.n_heads}/{s.n_kv_heads}",
+                      f"{s.d_ff:,}", f"{s.vocab:,}", "yes" if s.tied else "no", f"{m.n_params:,}")
+    print_table(table, wide)
+    for m in found:
+        out.print(Text(f"{m.name}: {m.source}"), highlight=False, soft_wrap=True)

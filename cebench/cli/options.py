@@ -13,8 +13,10 @@ import typer
 from cebench.cli.app import LOSS_VARIANTS, VARIANTS
 from cebench.core import devices
 from cebench.core.axes import AXES
+from cebench.core.targets import NAMES as TARGET_NAMES
 
 LIST = "LIST"
+ONE_POINT = tuple(a.name for a in AXES if not a.chunked_only)  # the axes of a command that looks at one point
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -40,6 +42,11 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
             if axis.name in skip:
                 continue
             one = axis.name in single
+            if axis.switch:  # a flag: absent is the axis's off value
+                option = typer.Option(axis.flag, help=axis.one, show_default=False)
+                axes.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                              annotation=Annotated[bool | None, option]))
+                continue
             text = f"{axis.one if one else axis.help} {defaults.get(axis.name, axis.defaults_help())}"
             option = typer.Option(axis.flag, metavar="VALUE" if one else axis.metavar, help=text,
                                   show_default=False)
@@ -79,3 +86,27 @@ Columns = Annotated[str | None, typer.Option(
     metavar=LIST, help="Show these columns besides the ones always shown, comma-separated by key (the footer "
                        "of a narrow table names the keys it left out).")]
 
+
+
+# One vocabulary for devices: --device wherever something runs (sweep, variants, explain, fit
+# --measure), --target only for predictions (predict, fit); each command takes the other's
+# spelling too (a hidden alias), so `explain --target cpu` and `predict --device cuda` work.
+TARGETS_TEXT = ", ".join(TARGET_NAMES)
+DEVICE_HELP = "Device to run on: auto (cuda when a GPU is visible), cpu or cuda. Default: auto."
+TARGET_HELP = (f"What the prediction is for: cuda (any NVIDIA GPU: the caching allocator's blocks), cpu (exact "
+               f"bytes), or a named GPU ({TARGETS_TEXT}; see cebench targets), which adds its cuBLAS workspaces and "
+               "a roofline time. Sets the defaults too. Default: cuda.")
+DeviceAlias = Annotated[str | None, typer.Option("--target", metavar="DEVICE", hidden=True, show_default=False,
+                                                 help="Another name for --device.")]
+TargetAlias = Annotated[str | None, typer.Option("--device", metavar="TARGET", hidden=True, show_default=False,
+                                                 help="Another name for --target.")]
+
+
+def one_name(given: str | None, alias: str | None, option: str, other: str, default: str) -> str:
+    """The value of `option` given as itself (`given`) or by its other name `other` (`alias`),
+    else `default`; both at once is a `UsageError` (the library's `UsageError`: one line)."""
+    from cebench.core.errors import UsageError
+
+    if given is not None and alias is not None:
+        raise UsageError(f"another name for --{option}: give one of them", other)
+    return given if given is not None else alias if alias is not None else default

@@ -8,7 +8,19 @@ import typer
 from rich.text import Text
 
 from cebench.cli.app import command, err, out, print_table
-from cebench.cli.options import Columns, LossVariantNames, Temperature, VariantNames, Wide, Workload, with_axes
+from cebench.cli.options import (
+    ONE_POINT,
+    TARGET_HELP,
+    Columns,
+    LossVariantNames,
+    TargetAlias,
+    Temperature,
+    VariantNames,
+    Wide,
+    Workload,
+    one_name,
+    with_axes,
+)
 from cebench.core.config import LOSS
 from cebench.core.units import format_bytes, parse_bytes
 from cebench.losses import variants
@@ -19,8 +31,7 @@ if TYPE_CHECKING:
     from cebench.analyze.predict import Fit
     from cebench.store.schema import Result
 
-Target = typer.Option("cuda", help="Device the prediction is for: cuda (storages rounded to the caching "
-                                   "allocator's 512-byte blocks) or cpu (exact bytes). Sets the defaults too.")
+Target = typer.Option(None, "--target", metavar="TARGET", show_default=False, help=TARGET_HELP)
 
 
 @command(name="predict")
@@ -31,6 +42,7 @@ def predict_command(
     workload: Workload = None,
     temperature: Temperature = 0.9,
     target: str = Target,
+    device: TargetAlias = None,
     out_path: Path = typer.Option(None, "--out", metavar="CSV", help="Also write the rows to this CSV (appended "
                                                                       "to if it is a cebench CSV). Default: none."),
     wide: Wide = False,
@@ -50,6 +62,7 @@ def predict_command(
     from cebench.render.report import results_table
     from cebench.store.frame import to_frame
 
+    target = one_name(target, device, "target", "device", "cuda")
     rows = api.predict(target=target, out=out_path, **grid_params(ctx.params))
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
     print_table(results_table(to_frame(rows), title=title), wide, columns)
@@ -84,13 +97,15 @@ def fit_table(fits: list[Fit], budget: int, measured: dict[int, Result]) -> Tabl
 
 
 @command(name="fit")
-@with_axes(skip=("batch",), single=("dtype", "context", "vocab", "d_model", "ignore_frac"), after="budget")
+@with_axes(skip=("batch",), single=ONE_POINT, after="budget")
 def fit_command(
     ctx: typer.Context,
-    budget: str = typer.Option(..., metavar="BYTES", help="Memory budget for the absolute peak (inputs included): "
-                                                         "80GiB, 40GB, 512MiB, ..."),
+    budget: str = typer.Option(None, metavar="BYTES", show_default=False,
+                               help="Memory budget for the absolute peak (inputs included): 80GiB, 40GB, 512MiB, "
+                                    "... Default: a named --target's memory (cebench targets); needed otherwise."),
     variant: LossVariantNames = None,
     target: str = Target,
+    device: TargetAlias = None,
     max_batch: int = typer.Option(4096, help="Largest batch searched (chunked predictions cost a dozen meta ops "
                                              "per chunk)."),
     measure: bool = typer.Option(False, "--measure", help="Confirm each answer with a real run on the target "
@@ -107,13 +122,17 @@ def fit_command(
     """
     from cebench import api
 
-    budget_bytes = parse_bytes(budget)
+    target = one_name(target, device, "target", "device", "cuda")
+    budget_bytes = None if budget is None else parse_bytes(budget)
     with out.status("searching…"):
         fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,
                          **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
-    print_table(fit_table(fitted.fits, budget_bytes, fitted.measured), wide, columns)
+    print_table(fit_table(fitted.fits, fitted.budget, fitted.measured), wide, columns)
     c = fitted.fits[0].config
+    from cebench.core import devices
+
+    workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
     out.print(f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
-              f"for {c.device} (peak includes the inputs h, weight, targets).", highlight=False)
+              f"for {c.device} (peak includes the inputs h, weight, targets{workspaces}).", highlight=False)

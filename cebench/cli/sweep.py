@@ -7,12 +7,24 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cebench.cli.app import command, err, out, print_table
-from cebench.cli.options import Columns, Temperature, VariantNames, Wide, Workload, per_device, with_axes
+from cebench.cli.app import check_columns, command, err, out, print_table
+from cebench.cli.options import (
+    DEVICE_HELP,
+    Columns,
+    DeviceAlias,
+    Temperature,
+    VariantNames,
+    Wide,
+    Workload,
+    one_name,
+    per_device,
+    with_axes,
+)
 from cebench.core import devices
+from cebench.core.axes import SEMANTICS, semantics_label
 from cebench.core.config import Config
 from cebench.run.grid import GridOptions
-from cebench.run.sweep import POINT_TIMEOUT_S, Sweep
+from cebench.run.sweep import POINT_TIMEOUT_S, Interrupted, Sweep
 
 if TYPE_CHECKING:
     from cebench.store.schema import Result
@@ -20,11 +32,12 @@ if TYPE_CHECKING:
 
 def _label(c: Config) -> str:
     chunk = f" ce_chunk={c.ce_chunk}" if c.ce_chunk else ""
-    ignored = f" ignore={c.ignore_frac:g}" if c.ignore_frac else ""
-    return f"{c.variant} {c.dtype} b={c.batch} ctx={c.context} V={c.vocab} d={c.d_model}{chunk}{ignored}"
+    semantics = semantics_label({a.name: getattr(c, a.name) for a in SEMANTICS})
+    return f"{c.variant} {c.dtype} b={c.batch} ctx={c.context} V={c.vocab} d={c.d_model}{chunk}" + (
+        f" {semantics}" if semantics else "")
 
 
-class Terminated(KeyboardInterrupt):
+class Terminated(Interrupted):
     """SIGTERM arrived (a batch scheduler's time limit, `kill`)."""
 
 
@@ -39,8 +52,8 @@ def sweep(
     variant: VariantNames = None,
     workload: Workload = None,
     temperature: Temperature = 0.9,
-    device: str = typer.Option("auto", help=f"auto, {', '.join(devices.DEVICES)} (auto: cuda when a GPU is "
-                                            "visible)."),
+    device: str = typer.Option(None, metavar="DEVICE", show_default=False, help=DEVICE_HELP),
+    target: DeviceAlias = None,
     repeats: int = typer.Option(None, help=f"Timed steps per point. Default: {per_device('repeats')}."),
     warmup: int = typer.Option(None, help="Untimed steps before measuring, ≥ 1 (compilation happens here). "
                                           f"Default: {per_device('warmup')}."),
@@ -77,6 +90,11 @@ def sweep(
     chunked variants also over --ce-chunk. Each row is written to the CSV as soon as it is
     measured; an oom, error or timeout is recorded as a row and the sweep goes on.
     """
+    device = one_name(device, target, "device", "target", "auto")
+    if columns is not None:  # checked before the work, not after a long sweep
+        from cebench.render.report import column_keys
+
+        check_columns(columns, column_keys())
     s = Sweep(GridOptions.from_params(ctx.params), device=device, repeats=repeats, warmup=warmup, threads=threads,
               shard=shard_spec, out=out_path, resume=resume, isolate=isolate, point_timeout=point_timeout)
     for name, reason in s.unsupported.items():
@@ -117,7 +135,7 @@ def sweep(
     rows = s.written
     title = (f"cebench sweep · {s.device.name} ({rows[0].device_name}) · {torch.get_num_threads()} threads · "
              f"torch {torch.__version__}" + (f" · shard {s.shard.label}" if s.shard else ""))
-    print_table(results_table(to_frame(rows), title=title), wide, columns)
+    print_table(results_table(to_frame(rows), title=title), wide, columns, checked=True)
     out.print(f"{len(rows)} rows → {s.path}", highlight=False)
 
 

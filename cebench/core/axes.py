@@ -76,17 +76,67 @@ def parse_dtypes(text: str, param: str = "dtype") -> tuple[str, ...]:
     return _unique([resolve_dtype(p, param) for p in split(text, param)])
 
 
-def parse_fractions(text: str, param: str) -> tuple[float, ...]:
-    """'0,0.25' → (0.0, 0.25): shares in [0, 1), duplicates dropped, order kept."""
+def _parse_floats(text: str, param: str, ok: Callable[[float], bool], rule: str) -> tuple[float, ...]:
+    """Comma-separated numbers, each `ok` (else a `UsageError` saying it `rule`), duplicates
+    dropped, order kept."""
     values = []
     for part in split(text, param):
         try:
             value = float(part)
         except ValueError:
             raise UsageError(f"'{part}' is not a number", param) from None
-        if not 0 <= value < 1:
-            raise UsageError(f"{part} must be at least 0 and below 1", param)
+        if not ok(value):
+            raise UsageError(f"{part} {rule}", param)
         values.append(value)
+    return _unique(values)
+
+
+def parse_fractions(text: str, param: str) -> tuple[float, ...]:
+    """'0,0.25' → (0.0, 0.25): shares in [0, 1)."""
+    return _parse_floats(text, param, lambda v: 0 <= v < 1, "must be at least 0 and below 1")
+
+
+def parse_nonnegative(text: str, param: str) -> tuple[float, ...]:
+    """'0,30' → (0.0, 30.0): finite numbers ≥ 0."""
+    return _parse_floats(text, param, lambda v: 0 <= v < float("inf"), "must be a finite number ≥ 0")
+
+
+def parse_unit_interval(text: str, param: str) -> tuple[float, ...]:
+    """'0,0.1' → (0.0, 0.1): numbers in [0, 1]."""
+    return _parse_floats(text, param, lambda v: 0 <= v <= 1, "must be from 0 to 1")
+
+
+REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
+GRADS: tuple[str, ...] = ("none", "keep")
+_YES, _NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off")
+
+
+def parse_grads(text: str, param: str) -> tuple[str, ...]:
+    """'none,keep' → ('none', 'keep'): each one of `GRADS`."""
+    values = [p.lower() for p in split(text, param)]
+    for value in values:
+        if value not in GRADS:
+            raise UsageError(f"'{value}' is not one of {', '.join(GRADS)}", param)
+    return _unique(values)
+
+
+def parse_switch(text: str, param: str) -> tuple[str, ...]:
+    """'yes', 'true', '1', 'on' → ('yes',); 'no', 'false', '0', 'off' → ('no',); comma-separated."""
+    values = []
+    for part in split(text, param):
+        key = part.lower()
+        if key not in _YES + _NO:
+            raise UsageError(f"'{part}' is not yes or no", param)
+        values.append("yes" if key in _YES else "no")
+    return _unique(values)
+
+
+def parse_reductions(text: str, param: str) -> tuple[str, ...]:
+    """'mean,none' → ('mean', 'none'): each one of `REDUCTIONS`."""
+    values = [p.lower() for p in split(text, param)]
+    for value in values:
+        if value not in REDUCTIONS:
+            raise UsageError(f"'{value}' is not one of {', '.join(REDUCTIONS)}", param)
     return _unique(values)
 
 
@@ -100,7 +150,11 @@ class Axis:
     default values; `off` is a `Config`'s value when the axis is not swept (None: the axis
     has no such value, every point names one). `chunked_only` axes apply to chunked
     variants alone (the others get None). `kind`, `unit` and `doc` describe the CSV column,
-    `added` is the schema version that added it.
+    `added` is the schema version that added it. `loss_only` axes are loss semantics (the
+    sample workload takes their `off` value); `keyword` ones are passed to a loss variant as
+    a keyword argument of the axis's name when not `off`, and a variant that does not take
+    it cannot run such a point. `label` formats a value that is not `off` for titles
+    ('softcap {:g}'), `short` for a narrow column header ('cap {:g}').
     """
 
     name: str
@@ -115,6 +169,11 @@ class Axis:
     off: object = None
     chunked_only: bool = False
     metavar: str = field(default="LIST")
+    loss_only: bool = False
+    keyword: bool = False
+    label: str = ""
+    short: str = ""
+    switch: bool = False  # a flag on the command line (--retain-graph), 'yes' when given
 
     @property
     def flag(self) -> str:
@@ -137,6 +196,14 @@ class Axis:
         if "*" in self.defaults:
             return f"Default: {self.defaults['*']}."
         return "Default: " + "; ".join(f"{d} {t}" for d, t in self.defaults.items()) + "."
+
+    def is_off(self, value: object) -> bool:
+        """Whether `value` is this axis's `off` value (None counts as off)."""
+        return value is None or value == self.off
+
+    def text(self, value: object) -> str:
+        """`value` as option text: '0.25', '30', 'mean'."""
+        return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 AXES: tuple[Axis, ...] = (
@@ -161,6 +228,51 @@ AXES: tuple[Axis, ...] = (
     Axis("ignore_frac", "Shares of the targets set to -100 (ignored: padding), each in [0, 1), placed at "
          "random.", "Share of the targets set to -100 (ignored: padding), in [0, 1).", parse_fractions, {"*": "0"},
          "float", "", "share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed "
-         "seed; the loss is the mean over the others", added=4, off=0.0),
+         "seed; the loss is the mean over the others", added=4, off=0.0, loss_only=True, label="{:.0%} ignored",
+         short="ign {:g}"),
+    Axis("softcap", "Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: "
+         "none.", "Final-logit softcap c (logits → c·tanh(logits / c)); 0: none.", parse_nonnegative, {"*": "0"},
+         "float", "", "final-logit softcap c: the loss sees c·tanh(logits / c); 0: none", added=5, off=0.0,
+         loss_only=True, keyword=True, label="softcap {:g}", short="cap {:g}"),
+    Axis("label_smoothing", "Label smoothing ε, each in [0, 1] (torch's definition).", "Label smoothing ε in [0, "
+         "1] (torch's definition).", parse_unit_interval, {"*": "0"}, "float", "", "label smoothing ε (torch's "
+         "definition: (1 − ε)·CE + ε·mean over the vocabulary of −log p)", added=5, off=0.0, loss_only=True,
+         keyword=True, label="smoothing {:g}", short="ls {:g}"),
+    Axis("z_loss", "z-loss coefficients: coefficient × the mean squared log-sum-exp, added to the loss.",
+         "z-loss coefficient: × the mean squared log-sum-exp, added to the loss.", parse_nonnegative, {"*": "0"},
+         "float", "", "z-loss coefficient: the loss gains it × the mean (over real targets) of log-sum-exp²",
+         added=5, off=0.0, loss_only=True, keyword=True, label="z-loss {:g}", short="z {:g}"),
+    Axis("reduction", "Reductions: mean, sum, none (none: the step backpropagates a fixed random upstream "
+         "gradient).", "Reduction: mean, sum or none.", parse_reductions, {"*": "mean"}, "text", "",
+         "`mean`, `sum` or `none` (per-row losses; the step backpropagates a fixed, non-uniform upstream "
+         "gradient)", added=5, off="mean", loss_only=True, keyword=True, label="reduction {}", short="{}"),
+    # Steady-state semantics of the step (loss workload only; not loss semantics: verify ignores them).
+    Axis("grads", "Gradients before each step: none (set to None: allocated fresh) or keep (the previous step's "
+         "stay allocated and the new ones accumulate into them, as in gradient accumulation and in Liger-Kernel's "
+         "harness); comma-separated.", "Gradients before the step: none (set to None) or keep (the previous "
+         "step's stay and the new ones accumulate into them).", parse_grads, {"*": "none"}, "text", "",
+         "`none` (gradients set to None before each step) or `keep` (the previous step's stay allocated, counted in "
+         "`base_bytes`, and the new ones accumulate into them)", added=5, off="none", label="grads {}",
+         short="grads {}"),
+    Axis("retain_graph", "Call backward(..., retain_graph=True): the saved tensors stay alive until the step "
+         "ends.", "Call backward(..., retain_graph=True).", parse_switch, {"*": "no"}, "text", "",
+         "`yes`: the step calls `backward(..., retain_graph=True)`, so the saved tensors live until it ends",
+         added=5, off="no", label="retain graph", short="retain", switch=True),
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
+SEMANTICS: tuple[Axis, ...] = tuple(a for a in AXES if a.loss_only)  # the loss's semantics, padding included
+FEATURES: tuple[Axis, ...] = tuple(a for a in AXES if a.keyword)  # those a variant must take as keywords
+# What a figure's x axis can run along: the numeric axes (ce_chunk is a line's own).
+X_AXES: tuple[str, ...] = tuple(a.name for a in AXES if a.kind in ("int", "float") and not a.chunked_only)
+
+
+def semantics_label(values: Mapping[str, object]) -> str:
+    """'25% ignored · softcap 30' for a point's (or a row's) semantics that are not off; ''
+    when every one is off. A missing or empty value counts as off."""
+    labels = []
+    for axis in SEMANTICS:
+        value = values.get(axis.name)
+        if value is None or value != value or value == "" or axis.is_off(value):  # value != value: NaN
+            continue
+        labels.append(axis.label.format(float(value) if axis.kind == "float" else value))
+    return " · ".join(labels)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, make_dataclass
 from typing import TYPE_CHECKING
 
-from cebench.core.axes import AXES, DTYPE_ALIASES, DTYPES, ITEMSIZE
+from cebench.core.axes import AXES, DTYPE_ALIASES, DTYPES, FEATURES, ITEMSIZE
 
 __all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOSS", "SAMPLE", "WORKLOADS", "Config", "Settings",
            "torch_dtype"]
@@ -49,6 +49,7 @@ class _Point:
     context: int
     vocab: int
     d_model: int
+    reduction: str
 
     @property
     def tokens(self) -> int:
@@ -59,6 +60,12 @@ class _Point:
         return torch_dtype(self.dtype)
 
     @property
+    def features(self) -> dict[str, object]:
+        """The loss semantics a loss variant is called with as keyword arguments: those of
+        `FEATURES` that are not off (softcap, label_smoothing, z_loss, reduction)."""
+        return {a.name: getattr(self, a.name) for a in FEATURES if not a.is_off(getattr(self, a.name))}
+
+    @property
     def logits_fp32_bytes(self) -> int:
         """N × vocab × 4: the full logits in fp32, the reference every peak is judged against."""
         return self.tokens * self.vocab * 4
@@ -66,11 +73,12 @@ class _Point:
     @property
     def lower_bound_bytes(self) -> int:
         """Bytes any exact implementation must allocate in one step. Loss: the gradients of
-        h (N × d_model) and weight (vocab × d_model) in the input dtype plus the fp32 scalar
-        loss. Sample: the N int64 token ids it returns."""
+        h (N × d_model) and weight (vocab × d_model) in the input dtype plus the fp32 loss
+        (a scalar; N rows with reduction none). Sample: the N int64 token ids it returns."""
         if self.workload == SAMPLE:
             return self.tokens * 8
-        return (self.tokens + self.vocab) * self.d_model * ITEMSIZE[self.dtype] + 4
+        loss = self.tokens * 4 if self.reduction == "none" else 4
+        return (self.tokens + self.vocab) * self.d_model * ITEMSIZE[self.dtype] + loss
 
 
 # One measured point: a variant, its workload and device, one value of every axis (in the

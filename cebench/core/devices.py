@@ -2,9 +2,9 @@
 between them (how a step is timed, how its peak memory is read, the allocator's rounding,
 the sweep defaults). The rest of the package asks it and never compares device names.
 
-A named target with its own figures (a GPU model, for predictions) is one more instance,
-e.g. `dataclasses.replace(get('cuda'), name=..., granularity=...)`; another vendor is one
-more `Device` subclass and its instance in `_KNOWN`. Nothing here imports torch until a
+A named target with its own figures (a GPU model, for predictions: `cebench.core.targets`)
+is one more instance, `dataclasses.replace(get('cuda'), name=..., family='cuda', ...)`;
+another vendor is one more `Device` subclass and its instance in `_KNOWN`. Nothing here imports torch until a
 method runs (`cebench --help` must not import it).
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ import shutil
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cebench.core import targets as targets_mod
 from cebench.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,7 +37,10 @@ class Device(ABC):
     `mem_method`, `events_method`: the `mem_method` of a measured row, and of an
     allocator-events timeline (`explain`).
     `host_rng_states_count`: the RNG states checkpointing saves (host tensors) count in
-    this device's memory."""
+    this device's memory.
+    A named GPU target (`cebench.core.targets`) also has `family` (the kind of device it is,
+    'cuda'), `workspace_bytes` (one cuBLAS workspace), `capacity_bytes` (total memory) and
+    `bf16_flops` (dense BF16 matmul rate, FLOP/s); a device kind has 0 and None there."""
 
     name: str
     repeats: int
@@ -47,6 +51,26 @@ class Device(ABC):
     mem_method: str
     events_method: str
     host_rng_states_count: bool
+    family: str = ""
+    workspace_bytes: int = 0
+    capacity_bytes: int | None = None
+    bf16_flops: float | None = None
+
+    @property
+    def kind(self) -> str:
+        """The kind of device ('cpu', 'cuda'): what runs a step, and whose defaults apply."""
+        return self.family or self.name
+
+    @property
+    def is_target(self) -> bool:
+        """A named GPU target (for predictions), not a kind of device."""
+        return bool(self.family)
+
+    def block_bytes(self, nbytes: int) -> int:
+        """Bytes the allocator charges for a request of `nbytes`: rounded up to `granularity`."""
+        from cebench.measure.memory import round_up
+
+        return round_up(nbytes, self.granularity)
 
     def unavailable_reason(self) -> str | None:
         """Why this device cannot be used here, or None when it can."""
@@ -154,6 +178,19 @@ class CPU(Device):
 class CUDA(Device):
     """An NVIDIA GPU: the caching allocator's statistics, CUDA-event timing."""
 
+    def block_bytes(self, nbytes: int) -> int:
+        """What `max_memory_allocated` counts for one request of `nbytes` on a fresh segment
+        (`c10/cuda/CUDACachingAllocator.cpp`): rounded up to 512 B; a request of 10 MiB or
+        more gets a segment rounded up to 2 MiB, which is split only when the remainder
+        exceeds 1 MiB, so a remainder of at most 1 MiB is charged to the request too.
+        (A request of 1 to 10 MiB gets a 20 MiB segment, always split.)"""
+        size = super().block_bytes(nbytes)
+        if size >= LARGE_ALLOC:
+            segment = -(-size // ROUND_LARGE) * ROUND_LARGE
+            if segment - size <= SMALL_SIZE:
+                return segment
+        return size
+
     def unavailable_reason(self) -> str | None:
         import torch
 
@@ -239,17 +276,23 @@ _KNOWN: tuple[Device, ...] = (
          mem_method="cuda-max-memory-allocated", events_method="cuda-allocator-events",
          host_rng_states_count=False),
 )
-_BY_NAME = {d.name: d for d in _KNOWN}
-DEVICES: tuple[str, ...] = tuple(_BY_NAME)
+SMALL_SIZE, ROUND_LARGE, LARGE_ALLOC = 2**20, 2 * 2**20, 10 * 2**20  # the caching allocator's constants (bytes)
+DEVICES: tuple[str, ...] = tuple(d.name for d in _KNOWN)  # the kinds of device a step runs on
+# One device per named GPU target: a CUDA device with the card's figures (predictions only).
+_TARGETS: tuple[Device, ...] = tuple(
+    replace(_KNOWN[1], name=t.name, family="cuda", workspace_bytes=t.workspace_bytes, capacity_bytes=t.capacity_bytes,
+            bf16_flops=t.bf16_flops) for t in targets_mod.TARGETS)
+_BY_NAME = {d.name: d for d in _KNOWN + _TARGETS}
+TARGETS: tuple[str, ...] = DEVICES + targets_mod.NAMES  # what a prediction can be for
 _AUTO = ("cuda", "cpu")  # what 'auto' tries, in order
 
 
 def get(name: str, param: str | None = "device") -> Device:
-    """The device called `name` (case and spaces ignored), whether or not it is here; an
-    unknown name is a `UsageError` for `param`."""
+    """The device or named GPU target called `name` (case and spaces ignored), whether or
+    not it is here; an unknown name is a `UsageError` for `param`."""
     device = _BY_NAME.get(name.strip().lower())
     if device is None:
-        raise UsageError(f"'{name}' is not one of {', '.join(DEVICES)}", param)
+        raise UsageError(f"'{name}' is not one of {', '.join(TARGETS)} (cebench targets lists the GPUs)", param)
     return device
 
 
@@ -259,7 +302,10 @@ def resolve(name: str, param: str | None = "device") -> Device:
     key = name.strip().lower()
     if key == "auto":
         return next(d for d in map(get, _AUTO) if d.available())
-    if key not in _BY_NAME:
+    if key in targets_mod.BY_NAME:
+        raise UsageError(f"'{key}' is a GPU to predict for, not a device to run on: measure on this machine's "
+                         f"{', '.join(('auto',) + DEVICES)}, or predict with cebench predict --target {key}", param)
+    if key not in DEVICES:
         raise UsageError(f"'{name}' is not one of {', '.join(('auto',) + DEVICES)}", param)
     device = _BY_NAME[key]
     reason = device.unavailable_reason()

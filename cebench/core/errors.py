@@ -1,6 +1,8 @@
 """Errors that mean a person gave bad input (the CLI prints them in one line and exits 2),
-and the one-line description of any exception that a results row records."""
+and the one-line descriptions of any exception, or warnings, that a results row records."""
 from __future__ import annotations
+
+import warnings
 
 
 class UsageError(ValueError):
@@ -24,3 +26,18 @@ def describe(exc: BaseException, limit: int = 300) -> str:
     lines = str(exc).strip().splitlines()
     text = f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def said(caught: list[warnings.WarningMessage], limit: int = 300) -> str:
+    """The distinct first lines of the warnings `caught` ('UserWarning: …'), '; '-joined,
+    at most `limit` characters."""
+    lines = dict.fromkeys(describe(w.message if isinstance(w.message, Warning) else Warning(w.message), limit)
+                          for w in caught if str(w.message).strip())
+    text = "; ".join(lines)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class InputWarning(UserWarning):
+    """Something about the input that is used anyway, or work of a size worth a word before
+    it starts: a cut-off row left out, a sweep that will take very long. The command line
+    prints each as one line on stderr as it is raised (`warnings.warn`)."""

@@ -78,6 +78,6 @@ def parse_bytes(text: str) -> int:
     if not match or match.group(2).lower() not in _SIZE_UNITS:
         raise UsageError(f"'{text}' is not a byte size (examples: 80GiB, 40GB, 512MiB)")
     value = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
-    if value <= 0:
-        raise UsageError(f"'{text}' must be a positive byte size")
+    if not 0 < value < float("inf"):
+        raise UsageError(f"'{text}' must be a positive, finite byte size")
     return int(value)

@@ -1,21 +1,46 @@
 """The built-in implementations: dense references and the vendored system under test.
 
-A loss is ``fn(h, weight, targets, ce_chunk) -> scalar mean loss``; a sampler is
+A loss is ``fn(h, weight, targets, ce_chunk, **semantics) -> loss``; a sampler is
 ``fn(h, weight, temperature, ce_chunk) -> (N,) int64 token ids`` (see `cebench.losses.contract`).
+The loss semantics a function takes as keywords (`softcap`, `label_smoothing`, `z_loss`,
+`reduction`) are passed only when they are not off; targets equal to `IGNORE_INDEX` are
+padding, which every loss is given.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+from cebench.core import interpreter
+from cebench.losses.inputs import IGNORE_INDEX
 from cebench.vendor.fractus_ce import chunked_cross_entropy, sample_tokens_chunked
 
 
+def reduce(rows: torch.Tensor, kept: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Per-row losses (N,) → the `reduction` torch defines: `mean` over the `kept` rows
+    (real targets), `sum`, or `none` (the rows)."""
+    if reduction == "none":
+        return rows
+    return rows.sum() / kept.sum() if reduction == "mean" else rows.sum()
+
+
 def dense_cross_entropy(
-    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None = None
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None = None, *,
+    softcap: float = 0.0, label_smoothing: float = 0.0, z_loss: float = 0.0, reduction: str = "mean",
 ) -> torch.Tensor:
-    """Full (N, vocab) logits, upcast to fp32, mean cross-entropy. `ce_chunk` is ignored."""
-    return F.cross_entropy(F.linear(h, weight).float(), targets)
+    """Full (N, vocab) logits, upcast to fp32, cross-entropy. `softcap` c makes the logits
+    c·tanh(logits / c) in the input dtype before the upcast (the Cut Cross-Entropy paper's
+    baseline, op for op); `label_smoothing` and `reduction` are torch's; `z_loss` adds
+    z × log-sum-exp² per real target. `ce_chunk` is ignored."""
+    logits = F.linear(h, weight)
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    logits = logits.float()
+    if not z_loss:
+        return F.cross_entropy(logits, targets, reduction=reduction, label_smoothing=label_smoothing)
+    kept = targets != IGNORE_INDEX
+    rows = F.cross_entropy(logits, targets, reduction="none", label_smoothing=label_smoothing)
+    return reduce(rows + z_loss * torch.logsumexp(logits, dim=-1).square() * kept, kept, reduction)
 
 
 def vendored_chunked_cross_entropy(
@@ -42,31 +67,42 @@ def vendored_chunked_sample(h: torch.Tensor, weight: torch.Tensor, temperature: 
 
 
 def torch_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                               ce_chunk: int | None = None) -> torch.Tensor:
+                               ce_chunk: int | None = None, *, label_smoothing: float = 0.0,
+                               reduction: str = "mean") -> torch.Tensor:
     """torch's own `F.linear_cross_entropy` (torch >= 2.13), chunked `ce_chunk` rows at a
-    time; its custom op computes the gradients inside the forward."""
+    time; its custom op computes the gradients inside the forward. With label smoothing it
+    warns and computes the full logits instead."""
     options = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=ce_chunk)
-    return F.linear_cross_entropy(h, weight, targets, options=options)
+    return F.linear_cross_entropy(h, weight, targets, reduction=reduction, label_smoothing=label_smoothing,
+                                  options=options)
 
 
 def torch_linear_cross_entropy_auto(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                                    ce_chunk: int | None = None) -> torch.Tensor:
+                                    ce_chunk: int | None = None, *, label_smoothing: float = 0.0,
+                                    reduction: str = "mean") -> torch.Tensor:
     """`F.linear_cross_entropy` with `LinearCrossEntropyOptions()`: torch picks the chunking."""
-    return F.linear_cross_entropy(h, weight, targets, options=torch.nn.LinearCrossEntropyOptions())
+    return F.linear_cross_entropy(h, weight, targets, reduction=reduction, label_smoothing=label_smoothing,
+                                  options=torch.nn.LinearCrossEntropyOptions())
 
 
 def liger_fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                                     ce_chunk: int | None = None) -> torch.Tensor:
-    """Liger-Kernel's fused linear cross-entropy (Triton, CUDA): it picks its own chunk
-    size and computes the gradients inside the forward. Arguments after the first three
-    are passed by keyword: their order changed between Liger releases."""
+                                     ce_chunk: int | None = None, *, softcap: float = 0.0,
+                                     label_smoothing: float = 0.0, z_loss: float = 0.0,
+                                     reduction: str = "mean") -> torch.Tensor:
+    """Liger-Kernel's fused linear cross-entropy (Triton): it picks its own chunk size and
+    computes the gradients inside the forward; `z_loss` is its `lse_square_scale`. On a CPU
+    its kernels run under Triton's interpreter (`cebench.core.interpreter`). Arguments after
+    the first three are passed by keyword: their order changed between Liger releases."""
+    if h.device.type == "cpu":
+        interpreter.enable()
     from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy as liger
 
-    return liger(h, weight, targets, reduction="mean", ignore_index=-100)
+    return liger(h, weight, targets, ignore_index=IGNORE_INDEX, lse_square_scale=z_loss,
+                 label_smoothing=label_smoothing, reduction=reduction, softcap=softcap or None)
 
 
 def cut_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                      ce_chunk: int | None = None) -> torch.Tensor:
+                      ce_chunk: int | None = None, *, softcap: float = 0.0, reduction: str = "mean") -> torch.Tensor:
     """Apple's Cut Cross-Entropy, `impl="cce"` (Triton, CUDA), with its default gradient
     filtering. Its backward needs bf16 or fp16 embeddings."""
     if h.dtype not in (torch.bfloat16, torch.float16):
@@ -74,4 +110,5 @@ def cut_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
                          f"{h.dtype}: sweep it with --dtype bf16")
     from cut_cross_entropy import linear_cross_entropy
 
-    return linear_cross_entropy(h, weight, targets, ignore_index=-100, reduction="mean", impl="cce")
+    return linear_cross_entropy(h, weight, targets, ignore_index=IGNORE_INDEX, softcap=softcap or None,
+                                reduction=reduction, impl="cce")

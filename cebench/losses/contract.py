@@ -1,19 +1,29 @@
 """The contract a variant keeps, per workload, and how a user declares one.
 
-A **loss** is ``fn(h, weight, targets, ce_chunk) -> scalar mean loss`` (a 0-dim floating
-tensor that backpropagates to `h` and `weight`); a **sampler** is
+A **loss** is ``fn(h, weight, targets, ce_chunk, **semantics) -> loss`` (a floating
+tensor that backpropagates to `h` and `weight`: the mean loss, 0-dim); a **sampler** is
 ``fn(h, weight, temperature, ce_chunk) -> (N,) integer token ids``. `h` is (N, d_model),
-`weight` (vocab, d_model), `targets` (N,) int64. A function without a `ce_chunk`
-parameter is a variant that does not chunk: it is called without it.
+`weight` (vocab, d_model), `targets` (N,) int64, where -100 marks padding (ignored: the
+mean is over the other targets). A function without a `ce_chunk` parameter is a variant
+that does not chunk: it is called without it.
+
+The loss semantics (`cebench.core.axes.FEATURES`) are keyword arguments, passed only when
+a point asks for them (not off): ``softcap: float`` (logits → c·tanh(logits / c)),
+``label_smoothing: float`` (torch's), ``z_loss: float`` (coefficient × the mean of
+log-sum-exp² over real targets, added to the loss) and ``reduction: str`` (``sum``, or
+``none``: the (N,) per-row losses, backpropagated with a non-uniform upstream gradient).
+A variant supports those it names as parameters, or those it declares; a point asking
+for another is an `unsupported` row, never a run without it.
 
     import cebench
 
     @cebench.variant(name="my-ce", summary="my fused loss")   # every argument optional
-    def my_ce(h, weight, targets, ce_chunk): ...
+    def my_ce(h, weight, targets, ce_chunk, *, softcap=0.0): ...
 
 Undeclared functions get sensible defaults: the name they were given by, the first line
 of their docstring as summary, the sample workload when they take a `temperature`
-parameter (else loss), and chunking when they take a `ce_chunk` parameter.
+parameter (else loss), chunking when they take a `ce_chunk` parameter, and the semantics
+they name as parameters.
 """
 from __future__ import annotations
 
@@ -23,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from cebench.core.axes import FEATURES
 from cebench.core.config import LOSS, SAMPLE, WORKLOADS
 from cebench.core.errors import UsageError, describe
 
@@ -34,10 +45,11 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 class LossFn(Protocol):
-    """A loss variant: the mean cross-entropy of `h @ weight.T` against `targets`."""
+    """A loss variant: the mean cross-entropy of `h @ weight.T` against `targets` (and,
+    as keywords, whichever of the loss semantics it supports)."""
 
     def __call__(self, h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                 ce_chunk: int | None) -> torch.Tensor: ...
+                 ce_chunk: int | None, **semantics: object) -> torch.Tensor: ...
 
 
 class SampleFn(Protocol):
@@ -55,17 +67,25 @@ class Declaration:
     summary: str | None = None
     chunked: bool | None = None
     workload: str | None = None
+    supports: tuple[str, ...] | None = None
+
+
+FEATURE_NAMES: tuple[str, ...] = tuple(a.name for a in FEATURES)
 
 
 def variant(name: str | None = None, *, summary: str | None = None, chunked: bool | None = None,
-            workload: str | None = None) -> Callable[[F], F]:
-    """Declare a function a cebench variant (its name, summary, whether it chunks and its
-    workload); the function itself is returned unchanged."""
+            workload: str | None = None, supports: tuple[str, ...] | None = None) -> Callable[[F], F]:
+    """Declare a function a cebench variant (its name, summary, whether it chunks, its
+    workload, and the loss semantics it `supports`, from `FEATURE_NAMES`: by default those
+    it names as parameters); the function itself is returned unchanged."""
     if workload is not None and workload not in WORKLOADS:
         raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}")
+    unknown = sorted(set(supports or ()) - set(FEATURE_NAMES))
+    if unknown:
+        raise ValueError(f"supports: {', '.join(unknown)} is not one of {', '.join(FEATURE_NAMES)}")
 
     def mark(fn: F) -> F:
-        setattr(fn, ATTRIBUTE, Declaration(name, summary, chunked, workload))
+        setattr(fn, ATTRIBUTE, Declaration(name, summary, chunked, workload, supports))
         return fn
 
     return mark
@@ -80,6 +100,7 @@ class Adapted:
     summary: str
     chunked: bool
     workload: str
+    supports: frozenset[str] = frozenset()
 
 
 def adapt(obj: object, default_name: str, where: str) -> Adapted:
@@ -113,11 +134,14 @@ def adapt(obj: object, default_name: str, where: str) -> Adapted:
     if not accepts(4):
         if not accepts(3):
             raise UsageError(f"{where}: takes {signature} but a {workload} variant is called as {contract}")
-        fn = functools.wraps(obj)(lambda h, weight, third_arg, ce_chunk: obj(h, weight, third_arg))
+        fn = functools.wraps(obj)(lambda h, weight, third_arg, ce_chunk, **semantics: obj(h, weight, third_arg,
+                                                                                        **semantics))
     chunked = declared.chunked if declared.chunked is not None else "ce_chunk" in params
     doc = inspect.getdoc(obj) or ""
     summary = declared.summary or (doc.splitlines()[0] if doc else getattr(obj, "__qualname__", default_name))
-    return Adapted(fn, declared.name or default_name, summary, chunked, workload)
+    named = declared.supports if declared.supports is not None else [n for n in FEATURE_NAMES if n in params]
+    supports = frozenset(named) if workload == LOSS else frozenset()
+    return Adapted(fn, declared.name or default_name, summary, chunked, workload, supports)
 
 
 def smoke_test(fn: Callable[..., object], workload: str, chunked: bool, device: str, where: str) -> None:

@@ -16,14 +16,17 @@ IGNORE_INDEX = -100  # the target of a padding row: torch's default ignore_index
 class Inputs:
     """`h` (N, d_model) and `weight` (vocab, d_model), both ~ Normal(0, 1/d_model) in the
     config's dtype; `targets` (N,) int64 uniform in [0, vocab), except round(N × ignore_frac)
-    rows at random whose target is `IGNORE_INDEX` (padding)."""
+    rows at random whose target is `IGNORE_INDEX` (padding); with reduction none, the
+    upstream gradient of the (N,) per-row losses, fp32 uniform in [0.5, 1.5) (else None:
+    a scalar loss is backpropagated with 1.0)."""
 
     h: torch.Tensor
     weight: torch.Tensor
     targets: torch.Tensor
+    upstream: torch.Tensor | None = None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        return (self.h, self.weight, self.targets)
+        return (self.h, self.weight, self.targets) + ((self.upstream,) if self.upstream is not None else ())
 
 
 def make(config: Config, device: str | torch.device | None = None) -> Inputs:
@@ -44,11 +47,16 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
 
     h = normal(n, config.d_model)
     weight = normal(config.vocab, config.d_model)
+    upstream = None
     if device.type == "meta":
         targets = torch.empty(n, dtype=torch.long, device=device)
+        if requires_grad and config.reduction == "none":
+            upstream = torch.empty(n, device=device)
     else:
         targets = torch.randint(0, config.vocab, (n,), generator=gen, device=device)
         ignored = round(n * config.ignore_frac)
         if ignored:  # padding: these rows' targets are ignore_index, placed at random with the same seed
             targets[torch.randperm(n, generator=gen, device=device)[:ignored]] = IGNORE_INDEX
-    return Inputs(h, weight, targets)
+        if requires_grad and config.reduction == "none":  # drawn last: the other draws stay as they were
+            upstream = torch.rand(n, generator=gen, device=device) + 0.5
+    return Inputs(h, weight, targets, upstream)

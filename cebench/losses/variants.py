@@ -21,7 +21,9 @@ from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 
 from cebench.core import devices as devices_mod
-from cebench.core.config import LOSS, SAMPLE
+from cebench.core import interpreter
+from cebench.core.axes import FEATURES
+from cebench.core.config import LOSS, SAMPLE, Config
 from cebench.core.errors import UsageError
 from cebench.losses import contract, loader
 
@@ -29,6 +31,7 @@ Fn = Callable[..., object]
 GROUP = "cebench.variants"
 COMPILED = "-compiled"
 BUILT_IN = "built-in"
+INTERPRETED = "Triton interpreter on a CPU"  # how a row's note starts when its kernels ran interpreted
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ class Variant:
     `ce_chunk` and are measured once per chunk size; the others once per shape.
     `compiled` variants are wrapped in `torch.compile` afresh per point. `baseline`
     marks the variant every other one of its workload is compared with ("vs dense").
+    `supports` names the loss semantics (`cebench.core.axes.FEATURES`) it takes as
+    keywords; a point asking for another is `unsupported`. On the devices in
+    `interpreted_on` its kernels run under an interpreter: it runs there, but its memory
+    and time are not those of the hardware it was written for.
     """
 
     name: str
@@ -76,6 +83,8 @@ class Variant:
     origin: str = BUILT_IN
     on_request: bool = False  # made when named (a '-compiled' twin, a module:function): not in default sweeps
     on_request_on: tuple[str, ...] = ()  # devices where it runs, but only when named (too slow for a default)
+    supports: frozenset[str] = frozenset()
+    interpreted_on: tuple[str, ...] = ()
 
     def load(self) -> Fn:
         """The eager function (its module imported now, when `fn` is a path)."""
@@ -105,6 +114,8 @@ class Variant:
         reasons = [] if device in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
                                                      f"run on {', '.join(self.devices)} only)"]
         reasons += self.requires.missing()
+        if not reasons and device in self.interpreted_on:
+            reasons += filter(None, [interpreter.unavailable_reason()])
         if reasons:
             return "; ".join(reasons)
         if not self.compiled:
@@ -114,6 +125,21 @@ class Variant:
         if not torch._dynamo.is_dynamo_supported():
             return "torch.compile (Dynamo) is not supported on this Python/platform"
         return devices_mod.get(device).compile_unsupported_reason()
+
+    def lacks(self, config: Config) -> str | None:
+        """Why this variant cannot run `config`'s loss semantics (the features it asks for
+        that this variant does not take), or None when it can."""
+        missing = [a for a in FEATURES if a.name in config.features and a.name not in self.supports]
+        if not missing:
+            return None
+        asked = ", ".join(f"{a.flag} {a.text(config.features[a.name])}" for a in missing)
+        return f"{self.name} does not support {asked}"
+
+    def interpreter_note(self, device: str) -> str:
+        """'' or why this variant's numbers on `device` are not its hardware's."""
+        if device not in self.interpreted_on:
+            return ""
+        return f"{INTERPRETED}: correct values, but memory and time are not a GPU's"
 
 
 REGISTRY: dict[str, Variant] = {}
@@ -137,7 +163,8 @@ def compiled(base: Variant) -> Variant:
 def from_callable(obj: object, name: str, origin: str, where: str) -> Variant:
     """A variant of a user's function (checked against `cebench.losses.contract`)."""
     a = contract.adapt(obj, name, where)
-    return Variant(a.name, a.workload, a.fn, chunked=a.chunked, compiled=False, summary=a.summary, origin=origin)
+    return Variant(a.name, a.workload, a.fn, chunked=a.chunked, compiled=False, summary=a.summary, origin=origin,
+                   supports=a.supports)
 
 
 def discover() -> None:
@@ -217,25 +244,31 @@ def baseline(workload: str) -> str | None:
 
 
 _IMPL = "cebench.losses.builtin"
+ALL_FEATURES = frozenset(a.name for a in FEATURES)
 _dense = register(Variant("dense", LOSS, f"{_IMPL}:dense_cross_entropy", chunked=False, compiled=False,
-                          summary="F.linear + F.cross_entropy on fp32-upcast full logits", baseline=True))
+                          summary="F.linear + F.cross_entropy on fp32-upcast full logits", baseline=True,
+                          supports=ALL_FEATURES))
 _chunked = register(Variant("chunked", LOSS, f"{_IMPL}:vendored_chunked_cross_entropy", chunked=True,
                             compiled=False, summary="vendored chunked_cross_entropy (checkpointed chunks)"))
 register(compiled(_dense))
 register(compiled(_chunked))
 TORCH_LCE = Requires(torch_attr="linear_cross_entropy", torch_version="2.13")
+LCE_FEATURES = frozenset({"label_smoothing", "reduction"})
 register(Variant("torch-lce", LOSS, f"{_IMPL}:torch_linear_cross_entropy", chunked=True, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions(batch_chunk_size=ce_chunk)",
-                 requires=TORCH_LCE))
+                 requires=TORCH_LCE, supports=LCE_FEATURES))
 register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_auto", chunked=False, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions() (torch picks the chunks)",
-                 requires=TORCH_LCE, on_request_on=("cpu",)))  # 2-row chunks on a CPU: ~17x dense's time
+                 requires=TORCH_LCE, on_request_on=("cpu",), supports=LCE_FEATURES))  # CPU: 2-row chunks, ~17x dense
+# On a CPU Liger's kernels run under Triton's interpreter (tested for correctness; too slow for a default sweep).
 register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
-                 summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks)", devices=("cuda",),
-                 requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),))))
+                 summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks)",
+                 requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),)),
+                 on_request_on=("cpu",), interpreted_on=("cpu",), supports=ALL_FEATURES))
 register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunked=False, compiled=False,
                  summary="Apple's Cut Cross-Entropy, impl='cce' (Triton; bf16/fp16 only)", devices=("cuda",),
-                 requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),))))
+                 requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),)),
+                 supports=frozenset({"softcap", "reduction"})))
 register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
                  summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True))
 register(Variant("chunked-sample", SAMPLE, f"{_IMPL}:vendored_chunked_sample", chunked=True, compiled=False,

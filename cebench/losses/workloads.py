@@ -1,7 +1,10 @@
 """What one step of a workload does, as a `Step` to time and probe.
 
-loss: forward mean loss + `loss.backward()` (upstream gradient 1.0) with respect to `h`
-and `weight`, whose `.grad` are reset to None before every step (untimed, uncounted).
+loss: forward loss (with the point's semantics) + `loss.backward()` with respect to `h`
+and `weight` (upstream gradient 1.0; with reduction none, the inputs' fixed non-uniform
+vector), whose `.grad` are reset to None before every step (untimed, uncounted), or with
+grads keep left as the previous step made them (the new ones accumulate into them); with
+retain_graph yes, `backward(..., retain_graph=True)`.
 sample: one no-grad call drawing a token per row from softmax(logits / temperature).
 """
 from __future__ import annotations
@@ -17,10 +20,14 @@ from cebench.losses.inputs import Inputs
 
 @dataclass(frozen=True)
 class Step:
-    """`prepare()` runs before each step outside any probe; `run()` is the step."""
+    """`prepare()` runs before each step outside any probe; `run()` is the step;
+    `check()` runs it too and says what was wrong with its result ('' when nothing was; a
+    loss that is not finite is wrong): a first, unmeasured step's."""
 
     prepare: Callable[[], None]
     run: Callable[[], None]
+    check: Callable[[], str]
+    live: Callable[[], tuple[torch.Tensor, ...]] | None = None  # tensors alive before a step (None: the inputs)
 
 
 def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -> Step:
@@ -30,13 +37,35 @@ def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -
             with torch.no_grad():
                 fn(inputs.h, inputs.weight, config.temperature, config.ce_chunk)
 
-        return Step(lambda: None, sample)
+        def check() -> str:
+            sample()
+            return ""
+
+        return Step(lambda: None, sample, check)
+
+    keep, retain = config.grads == "keep", config.retain_graph == "yes"  # steady-state semantics (see `Config`)
 
     def prepare() -> None:
-        inputs.h.grad = None
-        inputs.weight.grad = None
+        if not keep:  # --grads keep: the previous step's gradients stay, and the next accumulate into them
+            inputs.h.grad = None
+            inputs.weight.grad = None
+
+    def live() -> tuple[torch.Tensor, ...]:
+        """The inputs and the gradients a step starts with (`--grads keep`)."""
+        return inputs.tensors() + tuple(g for g in (inputs.h.grad, inputs.weight.grad) if g is not None)
+
+    features = config.features
+
+    def forward() -> torch.Tensor:
+        return fn(inputs.h, inputs.weight, inputs.targets, config.ce_chunk, **features)
 
     def run() -> None:
-        fn(inputs.h, inputs.weight, inputs.targets, config.ce_chunk).backward()
+        forward().backward(inputs.upstream, retain_graph=retain)  # the graph lives until the step returns
 
-    return Step(prepare, run)
+    def check() -> str:
+        loss = forward()
+        bad = loss.numel() - int(torch.isfinite(loss.detach()).sum())
+        loss.backward(inputs.upstream, retain_graph=retain)
+        return f"the loss is not finite ({bad} of {loss.numel()} values nan or inf)" if bad else ""
+
+    return Step(prepare, run, check, live)

@@ -36,11 +36,13 @@ def round_up(nbytes: int, granularity: int) -> int:
     return -(-nbytes // granularity) * granularity
 
 
-def storage_bytes(tensors: Iterable[torch.Tensor], granularity: int = 1) -> int:
+def storage_bytes(tensors: Iterable[torch.Tensor], granularity: int | Callable[[int], int] = 1) -> int:
     """Bytes of the distinct storages behind `tensors` (views share one storage), each
-    rounded up to a multiple of `granularity`. Works on `meta` tensors too."""
+    rounded up to a multiple of `granularity`, or charged `granularity(nbytes)` when it is a
+    function (`Device.block_bytes`). Works on `meta` tensors too."""
     sizes = {t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in tensors}
-    return sum(round_up(n, granularity) for n in sizes.values())
+    block = granularity if callable(granularity) else (lambda n: round_up(n, granularity))
+    return sum(block(n) for n in sizes.values())
 
 
 @contextlib.contextmanager

@@ -1,9 +1,11 @@
 """One step on `meta` tensors: what it allocates (under the storage tracker) and how many
 FLOPs it does, without allocating or computing anything.
 
-`config.device` is the *target*: every storage is rounded up to its allocator's
-`Device.granularity` (CUDA's caching allocator: 512-byte blocks; CPU: exact bytes).
-Real sweeps count their rows' FLOPs here too.
+`config.device` is the *target*: every storage is charged what its allocator charges
+(`Device.block_bytes`: CUDA's caching allocator's 512-byte blocks and its block-split rule;
+CPU: exact bytes), and a named GPU target's cuBLAS workspaces count in the base. With
+`grads` keep, one step runs first (untracked) so that the measured one starts with its
+gradients. Real sweeps count their rows' FLOPs here too.
 """
 from __future__ import annotations
 
@@ -28,32 +30,45 @@ class OpaqueOp(Exception):
     """The step ran an op whose allocations a dispatch-mode tracker cannot see."""
 
 
-def trace(config: Config, tracker_type: type[Tracker] = StorageTracker) -> tuple[Tracker, int]:
-    """One step of `config` on `meta` inputs under a new `tracker_type`: the tracker after
-    it, and the bytes of the inputs' storages (on the target device). Nothing is allocated
-    or computed. The RNG states saved by checkpointing count too where they live in the
+def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
+          counter: FlopCounterMode | None = None) -> tuple[Tracker, int]:
+    """One step of `config` on `meta` inputs under a new `tracker_type` (and `counter`, which
+    counts that step alone): the tracker after it, and the bytes of the storages the step
+    starts with (inputs, and kept gradients) on the target device. Nothing is allocated or
+    computed. The RNG states saved by checkpointing count too where they live in the
     target's memory (`Device.host_rng_states_count`: on CPU, not on CUDA). `OpaqueOp`
     when the step ran a custom op."""
     target = devices.get(config.device)
-    g = target.granularity
     x = inputs_mod.make(config, device="meta")
-    tracker = tracker_type(ignore=x.tensors(), granularity=g)
-    step = make_step(tracker.wrap(variants.get(config.variant).load()), x, config)
+    fn = variants.get(config.variant).load()
+    if config.grads == "keep":  # the previous step, which leaves its gradients behind
+        warm = make_step(fn, x, config)
+        warm.prepare()
+        warm.run()
+    live = make_step(fn, x, config).live
+    before = live() if live else x.tensors()
+    tracker = tracker_type(ignore=before, granularity=target.block_bytes)
+    step = make_step(tracker.wrap(fn), x, config)
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_rng_states_count else contextlib.nullcontext()
-    with tracker, rng:
+    with tracker, rng, counter if counter is not None else contextlib.nullcontext():
         step.run()
     if tracker.opaque:
         raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
                        "its outputs, not its internal buffers, so its peak cannot be predicted; measure it with "
                        "cebench sweep")
-    return tracker, storage_bytes(x.tensors(), g)
+    return tracker, storage_bytes(before, target.block_bytes)
 
 
-def predict_peak(config: Config) -> MemoryReading:
-    """Predicted base (the inputs' storages) and peak bytes of one step of `config` on its
-    target device, from a run on `meta` tensors (`trace`)."""
-    tracker, base = trace(config)
+def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> MemoryReading:
+    """Predicted base and peak bytes of one step of `config` on its target device, from a
+    run on `meta` tensors (`trace`, counting its FLOPs on `counter`). The base is what a
+    sweep's measured step starts with: the inputs' storages (and kept gradients), and on a
+    named GPU one cuBLAS workspace per thread that ran a matmul (the forward's, the autograd
+    engine's), which the sweep's warm-up creates; the peak adds what the step holds at its
+    highest point."""
+    tracker, base = trace(config, counter=counter)
+    base += devices.get(config.device).workspace_bytes * len(tracker.blas)
     return MemoryReading(base, base + tracker.peak, PREDICTED)
 
 
@@ -75,8 +90,7 @@ def count_flops(config: Config) -> int | None:
     (a Triton kernel, say), or `counted` says so."""
     counter = FlopCounterMode(display=False)
     try:
-        with counter:
-            trace(config)
+        trace(config, counter=counter)
     except Exception:  # whatever a variant does on meta tensors, the row is not failed for it
         return None
     return counted(counter)

@@ -42,8 +42,8 @@ def op_name(qualified: str) -> str:
 
 def marking(fn: Callable[..., torch.Tensor], mark: Callable[[torch.Tensor], None]) -> Callable[..., torch.Tensor]:
     """`fn`, calling `mark` with its result when it returns (where a step's forward ends)."""
-    def forward(*args: object) -> torch.Tensor:
-        out = fn(*args)
+    def forward(*args: object, **kwargs: object) -> torch.Tensor:
+        out = fn(*args, **kwargs)
         mark(out)
         return out
 

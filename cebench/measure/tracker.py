@@ -41,14 +41,23 @@ from cebench.measure.timeline import (
     op_name,
 )
 
+# ATen ops that run on cuBLAS on a GPU (each thread that runs one gets a cuBLAS handle and workspace).
+BLAS_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_scaled_mm",
+                      "_int_mm", "_addmm_activation"})
+
 
 class StorageTracker(TorchDispatchMode):
     """Running total (`current`) and high-water mark (`peak`) of new storages, in bytes,
-    each rounded up to `granularity` (a target device's `Device.granularity`)."""
+    each rounded up to `granularity`, or charged as `granularity(nbytes)` says when it is a
+    function (a target's `Device.block_bytes`). `blas` holds the phases ('forward',
+    'backward': the autograd engine's thread) in which a cuBLAS op (a matmul) ran."""
 
-    def __init__(self, ignore: Iterable[torch.Tensor] = (), granularity: int = 1) -> None:
+    def __init__(self, ignore: Iterable[torch.Tensor] = (),
+                 granularity: int | Callable[[int], int] = 1) -> None:
         super().__init__()
         self.granularity = granularity
+        self._block = granularity if callable(granularity) else (lambda n: round_up(n, granularity))
+        self.blas: set[str] = set()
         self.current = 0
         self.peak = 0
         self._sizes: dict[int, int] = {}
@@ -78,7 +87,7 @@ class StorageTracker(TorchDispatchMode):
         key = storage._cdata  # the StorageImpl's address: the same for every view
         if key in self._ignored:
             return
-        nbytes = round_up(storage.nbytes(), self.granularity)
+        nbytes = self._block(storage.nbytes())
         old = self._sizes.get(key)
         if old == nbytes:
             return
@@ -92,6 +101,8 @@ class StorageTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.namespace not in ("aten", "prims"):
             self.opaque.add(str(func))
+        elif func._schema.name.removeprefix("aten::") in BLAS_OPS:
+            self.blas.add(FORWARD if torch._C._current_autograd_node() is None else BACKWARD)
         out = func(*args, **(kwargs or {}))
         for value in tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
@@ -106,7 +117,8 @@ class OpTracker(StorageTracker):
     on is forward work recomputed there (checkpointing). The step's function marks where its
     forward returns (`wrap`); the recording ends with the `with` block."""
 
-    def __init__(self, ignore: Iterable[torch.Tensor] = (), granularity: int = 1) -> None:
+    def __init__(self, ignore: Iterable[torch.Tensor] = (),
+                 granularity: int | Callable[[int], int] = 1) -> None:
         super().__init__(ignore, granularity)
         self._builder = TimelineBuilder()
         self._recording = True

@@ -8,6 +8,7 @@ and the lower bound (`lower_bound_bytes`: the gradients of h and weight, and the
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,8 +68,7 @@ def _panel(ax: Axes, e: Explanation, scale: int) -> None:
     start = e.timeline.backward_start
     if start is not None:
         ax.axvspan(start + 1, events + 1, color=BACKWARD_SHADE, zorder=0, linewidth=0)
-        spans = [(x0, x1, text) for x0, x1, text in ((0, start + 1, "forward"), (start + 1, events + 1, "backward"))
-                 if x1 - x0 >= 0.12 * (events + 1)]  # a phase too short to name is only shaded
+        spans = [(0, start + 1, "forward"), (start + 1, events + 1, "backward")]  # each named, however short
         phases = ax.secondary_xaxis("top")
         phases.set_xticks([(x0 + x1) / 2 for x0, x1, _ in spans], labels=[text for _, _, text in spans])
         phases.tick_params(length=0, labelsize=8, labelcolor="0.3")
@@ -92,7 +92,7 @@ def _panel(ax: Axes, e: Explanation, scale: int) -> None:
 
 
 def _title(fig: Figure, explanations: Sequence[Explanation]) -> None:
-    c = explanations[0].config
+    c = dataclasses.replace(explanations[0].config, ce_chunk=None)  # each panel's title says its own ce_chunk
     how = (f"predicted for {c.device} on meta tensors (dispatcher tracker)" if explanations[0].method == PREDICTED
            else f"{c.device}: allocator events (torch.profiler)")
     inputs = format_bytes(explanations[0].base_bytes)

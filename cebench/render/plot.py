@@ -18,6 +18,7 @@ says which lines they equal. A log x axis says so in its label.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -34,11 +35,13 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory  # noqa: E402
 
-from cebench.core.errors import UsageError  # noqa: E402
+from cebench.core.axes import BY_NAME as AXES_BY_NAME  # noqa: E402
+from cebench.core.axes import X_AXES  # noqa: E402
+from cebench.core.errors import InputWarning, UsageError  # noqa: E402
 from cebench.store.frame import latest  # noqa: E402
 from cebench.store.schema import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, Status  # noqa: E402
 
-X_PARAMS = ("batch", "context", "vocab", "d_model")
+X_PARAMS = X_AXES
 # Each configuration parameter not on the x axis that takes several values splits a
 # figure into panels.
 PARAMS = SHAPE_COLUMNS
@@ -77,12 +80,22 @@ def select(frame: pd.DataFrame, filters: list[str]) -> pd.DataFrame:
         if column not in frame.columns:
             raise UsageError(f"unknown column '{column}' (for example {', '.join(KEY_COLUMNS)})", "filter")
         cells = frame[column].map(lambda v: "" if pd.isna(v) else str(v))
-        kept = frame[cells.isin({v.strip() for v in value.split(",")})]
+        wanted = {v.strip() for v in value.split(",")}
+        numbers = {n for n in map(_number, wanted) if n is not None}
+        kept = frame[cells.isin(wanted) | cells.map(_number).isin(numbers)]
         if kept.empty:
             raise UsageError(f"--filter {text}: no row matches; '{column}' takes "
                              f"{', '.join(sorted(set(cells), key=_natural)[:12])}")
         frame = kept
     return frame
+
+
+def _number(text: str) -> float | None:
+    """`text` as a number ('0' and '0.0' alike), or None."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _natural(text: str) -> tuple[int, float | str]:
@@ -103,25 +116,34 @@ def _line(row: pd.Series) -> str:
 
 
 def _value_text(param: str, value: object) -> str:
-    return str(value) if param in ("workload", "device", "dtype") else f"{param} {value:,}"
+    if param in ("workload", "device", "dtype"):
+        return str(value)
+    if isinstance(value, float) and not value.is_integer():
+        return f"{param} {value:g}"
+    return f"{param} {value}" if isinstance(value, str) else f"{param} {value:,}"
 
 
-def _panels(frame: pd.DataFrame, by: list[str], x: str | None) -> tuple[list[str], list[tuple[str, pd.DataFrame]]]:
+def _panels(frame: pd.DataFrame, by: list[str], x: str) -> tuple[list[str], list[tuple[str, pd.DataFrame]], str]:
     """Split `frame` on the parameters of `by` that vary: (those parameters, [(panel title,
-    rows)]). Too many panels is a `UsageError` naming a `--filter` to give."""
+    rows)], a note). Beyond `MAX_PANELS` the first are drawn, and the note (also an
+    `InputWarning`) names those left out and a `--filter` on a parameter other than the
+    x axis `x` that picks others; else the note is ''."""
     varying = [p for p in by if frame[p].nunique() > 1]
     if not varying:
-        return [], [("", frame)]
+        return [], [("", frame)], ""
     groups = list(frame.groupby(varying, sort=True))
-    if len(groups) > MAX_PANELS:
-        widest = max(varying, key=lambda p: frame[p].nunique())
-        values = sorted(frame[widest].unique())
-        besides = f" besides --x {x}" if x else ""
-        raise UsageError(f"{len(groups)} panels (more than {MAX_PANELS}): the CSV varies {', '.join(varying)}"
-                         f"{besides}; narrow it, e.g. --filter {widest}={values[0]} "
-                         f"({widest} takes {', '.join(map(str, values))})")
     titles = [" · ".join(_value_text(p, v) for p, v in zip(varying, key, strict=True)) for key, _ in groups]
-    return varying, list(zip(titles, (g for _, g in groups), strict=True))
+    note = ""
+    if len(groups) > MAX_PANELS:
+        left = titles[MAX_PANELS:]
+        hint = max([p for p in varying if p != x] or varying, key=lambda p: frame[p].nunique())
+        values = ", ".join(str(v) for v in sorted(frame[hint].unique())[:12])
+        note = (f"{MAX_PANELS} of {len(groups)} panels drawn (one per {' × '.join(varying)}); left out: "
+                f"{'; '.join(left[:3])}{'; …' if len(left) > 3 else ''}; --filter {hint}=… picks others ({hint} "
+                f"takes {values})")
+        warnings.warn(InputWarning(note), stacklevel=3)
+        groups, titles = groups[:MAX_PANELS], titles[:MAX_PANELS]
+    return varying, list(zip(titles, (g for _, g in groups), strict=True)), note
 
 
 def memory_unit(top: float) -> tuple[str, int]:
@@ -148,7 +170,8 @@ def _figure(n: int) -> tuple[Figure, list[Axes]]:
 
 def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: str | None, note: str = "") -> None:
     """Suptitle: what is drawn, then every parameter held fixed (and the machine), then `note`."""
-    fixed = [p for p in PARAMS if p != x and p not in varying]
+    fixed = [p for p in PARAMS if p != x and p not in varying
+             and not (p in AXES_BY_NAME and AXES_BY_NAME[p].is_off(frame[p].iloc[0]))]  # semantics off: unsaid
     parts = [_value_text(p, frame[p].iloc[0]) for p in fixed]
     parts.insert(min(2, len(parts)), ", ".join(sorted(frame["device_name"].unique())))
     lines = [what, " · ".join(parts)]
@@ -161,11 +184,12 @@ def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: s
     fig.suptitle("\n".join(lines), fontsize=11)
 
 
-def _x_axis(ax: Axes, x: str, values: list[int]) -> None:
+def _x_axis(ax: Axes, x: str, values: list[float]) -> None:
     """Log base 2 for powers of two, log 10 over a wide range, else linear; a tick at
     every measured value. A log axis says so in its label."""
     scale = ""
-    if all(v > 0 and v & (v - 1) == 0 for v in values) and len(values) > 1:
+    whole = all(float(v).is_integer() for v in values)
+    if whole and all(v > 0 and int(v) & (int(v) - 1) == 0 for v in values) and len(values) > 1:
         ax.set_xscale("log", base=2)
         scale = " (log₂ scale)"
     elif len(values) > 1 and min(values) > 0 and max(values) / min(values) >= 10:
@@ -173,7 +197,7 @@ def _x_axis(ax: Axes, x: str, values: list[int]) -> None:
         scale = " (log scale)"
     ax.xaxis.set_major_locator(FixedLocator(values))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if whole else f"{v:g}"))
     ax.set_xlabel(x + scale)
 
 
@@ -362,10 +386,10 @@ def _equal_names(equal: dict[str, dict[str, int]], shown: dict[str, int]) -> dic
 def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style]) -> Figure:
     """Memory (`peak_delta_bytes`) or time (`time_ms_median`) against `x`."""
     memory = metric == "peak_delta_bytes"
-    varying, panels = _panels(frame, [p for p in PARAMS if p != x], x)
+    varying, panels, left_out = _panels(frame, [p for p in PARAMS if p != x], x)
     unit, scale = _memory_unit(frame) if memory else ("ms", 1)
     fig, axes = _figure(len(panels))
-    xs = sorted(int(v) for v in frame[x].unique())
+    xs = sorted(float(v) for v in frame[x].unique())
     equal: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     shown: dict[str, int] = defaultdict(int)
     tops = []
@@ -410,7 +434,7 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
     step = f"one {frame['workload'].iloc[0]} step" if frame["workload"].nunique() == 1 else "one step"
     what = (f"Peak memory {step} adds (peak_delta_bytes) vs {x}" if memory
             else f"Step time vs {x}: median, band p25–p75")
-    _title(fig, what, frame, varying, x, _scales_note({"y": tops}))
+    _title(fig, what, frame, varying, x, "\n".join(filter(None, (_scales_note({"y": tops}), left_out))))
     extra = ([Line2D([], [], label=REFERENCE, **REFERENCE_STYLE)] if memory
              else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
     extra += _limit_handles(frame, bound=memory, floor=not memory)
@@ -427,9 +451,10 @@ def _limit_handles(frame: pd.DataFrame, bound: bool, floor: bool) -> list[Line2D
     return handles
 
 
-def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
-    """Memory against time, one point per variant and ce_chunk, one panel per configuration."""
-    varying, panels = _panels(frame, list(PARAMS), None)
+def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style], x: str) -> Figure:
+    """Memory against time, one point per variant and ce_chunk, one panel per configuration
+    (`x`: the other figures' x axis, which a hint to --filter does not name)."""
+    varying, panels, left_out = _panels(frame, list(PARAMS), x)
     unit, scale = _memory_unit(frame)
     fig, axes = _figure(len(panels))
     tops: dict[str, list[float]] = {"x": [], "y": []}
@@ -454,7 +479,8 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style]) -> Figure:
         ax.set_ylabel(f"memory added ({unit})")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-    _title(fig, "Memory vs time per configuration: lower left is better", frame, varying, None, _scales_note(tops))
+    _title(fig, "Memory vs time per configuration: lower left is better", frame, varying, None,
+           "\n".join(filter(None, (_scales_note(tops), left_out))))
     _legend(fig, frame, styles, [Line2D([], [], label=REFERENCE, **REFERENCE_STYLE),
                                  *_limit_handles(frame, bound=True, floor=True)])
     return fig
@@ -473,14 +499,18 @@ def figures(frame: pd.DataFrame, x: str | None = None) -> dict[str, Figure]:
     styles = _styles(list(dict.fromkeys(frame.apply(_line, axis=1))))
     drawn = {}
     try:
-        drawn[f"memory-vs-{x}"] = _against_x(frame, x, "peak_delta_bytes", styles)
-        if frame["time_ms_median"].notna().any():
-            drawn[f"time-vs-{x}"] = _against_x(frame, x, "time_ms_median", styles)
-            drawn["memory-vs-time"] = _tradeoff(frame, styles)
+        with warnings.catch_warnings(record=True) as said:  # panels left out: said once, not once per figure
+            warnings.simplefilter("always", InputWarning)
+            drawn[f"memory-vs-{x}"] = _against_x(frame, x, "peak_delta_bytes", styles)
+            if frame["time_ms_median"].notna().any():
+                drawn[f"time-vs-{x}"] = _against_x(frame, x, "time_ms_median", styles)
+                drawn["memory-vs-time"] = _tradeoff(frame, styles, x)
     except BaseException:
         for fig in drawn.values():
             plt.close(fig)
         raise
+    for message in {(w.category, str(w.message)): w.message for w in said}.values():
+        warnings.warn(message, stacklevel=2)
     return drawn
 
 

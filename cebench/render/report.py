@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 from rich.text import Text
 
+from cebench.core.axes import semantics_label
 from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
 from cebench.losses import variants
 from cebench.render.table import Column, Table
@@ -21,10 +22,15 @@ _STATUS_STYLE = {Status.OK: "green", Status.OOM: "bold red", Status.ERROR: "red"
 # The view's columns besides the shape: (key, header, priority; 0 is always shown).
 # vs bound / vs floor: the row against what any exact implementation must spend (`cebench.measure.limits`).
 _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
-           ("mem_vs_base", "vs base", 1), ("mem_vs_lower_bound", "vs bound", 3), ("peak_bytes", "peak", 6)]
-_TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "vs base", 2),
+           ("mem_vs_base", "Δ vs base", 1), ("mem_vs_lower_bound", "vs bound", 3), ("peak_bytes", "peak", 6)]
+_TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "time vs base", 2),
          ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
          ("compile_s", "compile", 9)]
+
+
+def column_keys(timed: bool = True) -> list[str]:
+    """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns."""
+    return [key for key, _, _ in _MEMORY + (_TIME if timed else [])] + ["status"]
 
 
 def _value(x: object) -> float | None:
@@ -47,7 +53,8 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
     ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`), to
     the lower bound (`mem_vs_lower_bound` = peak_delta_bytes / lower_bound_bytes) and to the
     matmul floor (`time_vs_floor` = time_ms_median / matmul_floor_ms), `noisy`, the FLOPs,
-    and the status with its reason."""
+    the status with its reason, and the row's `note`. A row whose kernels ran under an
+    interpreter (`variants.INTERPRETED`) is compared with nothing: its ratios are empty."""
     rows = []
     for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
         name = variants.baseline(group["workload"].iloc[0])
@@ -56,18 +63,21 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
         base_time = _value(base["time_ms_median"].iloc[-1]) if len(base) else None
         for _, row in group.iterrows():
             mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
+            note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
+            compared = not note.startswith(variants.INTERPRETED)
             rows.append({
                 **{c: row[c] for c in SHAPE_COLUMNS}, "variant": row["variant"], "ce_chunk": row["ce_chunk"],
-                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"], "mem_vs_base": _over(mem, base_mem),
+                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
+                "mem_vs_base": _over(mem, base_mem) if compared else None,
                 "lower_bound_bytes": row["lower_bound_bytes"],
                 "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])),
                 "peak_bytes": row["peak_bytes"], "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
-                "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time),
+                "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "matmul_floor_ms": row["matmul_floor_ms"],
-                "time_vs_floor": _over(time_ms, _value(row["matmul_floor_ms"])),
+                "time_vs_floor": _over(time_ms, _value(row["matmul_floor_ms"])) if compared else None,
                 "noisy": noisy(row), "flops": row["flops"], "tflops_per_s": row["tflops_per_s"],
                 "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
-                "status": row["status"], "error": row["error"],
+                "status": row["status"], "error": row["error"], "note": note,
             })
     return pd.DataFrame(rows)
 
@@ -80,12 +90,11 @@ def _ratio(r: float | None) -> Text:
 
 def shape_label(row: Mapping[str, object], multi: bool = True) -> str:
     """'batch 8 × context 128 · vocab 50,257 · d_model 128' for a row or a point's key
-    columns, with the share of ignored targets where there is one, and (`multi`) the
-    workload, device and dtype."""
+    columns, with its loss semantics that are not off ('25% ignored · softcap 30'), and
+    (`multi`) the workload, device and dtype."""
     text = f"batch {row['batch']} × context {row['context']} · vocab {row['vocab']:,} · d_model {row['d_model']:,}"
-    ignored = row.get("ignore_frac")
-    if ignored and not pd.isna(ignored):
-        text += f" · {float(ignored):.0%} ignored"
+    semantics = semantics_label(row)
+    text += f" · {semantics}" if semantics else ""
     return text + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
 
 
@@ -93,7 +102,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
     """`frame` (a results CSV's rows) as a `Table`: one group per shape, one row per
     variant and ce_chunk, memory in binary units, the median time marked `~` when noisy.
     Time columns are left out when no row was timed (predictions); why a row is not ok
-    is numbered in the status column and spelled out below."""
+    is numbered in the status column and spelled out below, as is an ok row's note (what
+    the implementation warned, an interpreter)."""
     rows = view(frame)
     timed = rows["time_ms_median"].notna().any()
     specs = _MEMORY + (_TIME if timed else []) + [("status", "status", 0)]
@@ -106,10 +116,12 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             shape = tuple(row[c] for c in SHAPE_COLUMNS)
             table.add_group(shape_label(row, multi))
         status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
-        if row["status"] != Status.OK and row["error"]:
-            if row["error"] not in reasons:
-                reasons.append(row["error"])
-            status.append(f" [{reasons.index(row['error']) + 1}]", style="dim")
+        said = row["error"] if row["status"] != Status.OK else row["note"]
+        if said:
+            said = f"{row['variant']}: {said}" if row["status"] == Status.OK else said
+            if said not in reasons:
+                reasons.append(said)
+            status.append(f" [{reasons.index(said) + 1}]", style="dim")
         cells: dict[str, Text | str] = {
             "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
             "peak_delta_bytes": format_bytes(_value(row["peak_delta_bytes"])),
@@ -130,7 +142,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
         table.add_row(*(cells[c.key] for c in table.columns))
     bases = ", ".join(f"{n} ({w})" for w, n in rows.groupby("workload", sort=False)["baseline"].first().items() if n)
     if bases:
-        table.notes.append(f"peak Δ = peak − memory live before the step; vs base: ratio to {bases} at the same shape")
+        table.notes.append(f"peak Δ = peak − memory live before the step; Δ vs base, time vs base: ratios to {bases} "
+                           "at the same shape")
     against = []  # the limits' notes
     if rows["mem_vs_lower_bound"].notna().any():
         against.append("vs bound: peak Δ / lower_bound_bytes, what any exact step must allocate")

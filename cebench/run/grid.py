@@ -7,8 +7,9 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from cebench.core.axes import AXES, BY_NAME, split
-from cebench.core.config import LOSS, WORKLOADS, Config
+from cebench.core import devices
+from cebench.core.axes import AXES, BY_NAME, SEMANTICS, split
+from cebench.core.config import LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.losses import variants
 
@@ -77,25 +78,27 @@ class Grid:
 
     def expand(self) -> list[Config]:
         """Every point, grouped by shape so that the variants of one shape are adjacent
-        (the last axes vary fastest: batch before context before d_model, vocab, dtype)."""
+        (the last axes vary fastest: batch before context before d_model, vocab, dtype).
+        A sampler takes the loss semantics' `off` values, so it is measured once per shape."""
         shared = [a for a in AXES if not a.chunked_only]
         order = [a for a in shared if a.name not in ("batch", "context", "d_model", "vocab")] + [
             BY_NAME[n] for n in ("vocab", "d_model", "context", "batch")]
         chunked = [a for a in AXES if a.chunked_only]
-        points = []
+        points: dict[Config, None] = {}
         for combo in itertools.product(*(self.values[a.name] for a in order)):
             shape = dict(zip((a.name for a in order), combo, strict=True))
             for name in self.variants:
                 variant = variants.get(name)
+                own = shape if variant.workload == LOSS else {**shape, **{a.name: a.off for a in SEMANTICS}}
                 per_chunk = [self.values[a.name] if variant.chunked else (None,) for a in chunked]
                 for extra in itertools.product(*per_chunk):
-                    points.append(Config(variant=name, workload=variant.workload, device=self.device,
-                                         temperature=self.temperature, **shape,
-                                         **dict(zip((a.name for a in chunked), extra, strict=True))))
-        return points
+                    points[Config(variant=name, workload=variant.workload, device=self.device,
+                                  temperature=self.temperature, **own,
+                                  **dict(zip((a.name for a in chunked), extra, strict=True)))] = None
+        return list(points)
 
 
-def _text(value: object) -> str | None:
+def option_text(value: object) -> str | None:
     """An axis value as option text: None and text stay, a sequence is comma-joined, a number written."""
     if value is None or isinstance(value, str):
         return value
@@ -124,8 +127,8 @@ class GridOptions:
         unknown = sorted(set(axes) - set(BY_NAME))
         if unknown:
             raise UsageError(f"not an axis (axes: {', '.join(BY_NAME)})", unknown[0])
-        self.axes: dict[str, str | None] = {k: _text(v) for k, v in axes.items()}
-        self.variant, self.workload, self.temperature = _text(variant), workload, temperature
+        self.axes: dict[str, str | None] = {k: option_text(v) for k, v in axes.items()}
+        self.variant, self.workload, self.temperature = option_text(variant), workload, temperature
 
     def __repr__(self) -> str:
         return f"GridOptions(variant={self.variant!r}, workload={self.workload!r}, axes={self.axes!r})"
@@ -147,10 +150,19 @@ class GridOptions:
                               "temperature": self.temperature, **changes})
 
     def grid(self, device: str) -> Grid:
-        """The grid for `device` ('cpu' or 'cuda'); unset axes take its defaults."""
-        values = {a.name: a.values(self.axes.get(a.name), device) for a in AXES}
-        grid = Grid(variants=select_variants(self.variant, self.workload, device), device=device, values=values,
+        """The grid for `device` ('cpu', 'cuda' or a named GPU target); unset axes take the
+        defaults of its kind. The steady-state axes (grads, retain_graph) need a graph: with
+        a sampler among the variants, a value other than their `off` is a `UsageError`."""
+        kind = devices.get(device).kind
+        values = {a.name: a.values(self.axes.get(a.name), kind) for a in AXES}
+        grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
                     temperature=check_temperature(self.temperature))
+        samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
+        for name in ("grads", "retain_graph"):
+            axis = BY_NAME[name]
+            if samplers and any(not axis.is_off(v) for v in values[name]):
+                raise UsageError(f"needs the loss workload: the sample workload ({samplers[0]}) has no graph and no "
+                                 "gradients (use --workload loss)", name)
         logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4
         if logits >= LOGITS_LIMIT:
             raise UsageError(f"the full fp32 logits would take {logits:,} bytes, beyond what any machine or a "

@@ -16,6 +16,7 @@ from cebench.core.errors import UsageError, describe
 from cebench.store.schema import Status
 
 JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)
+NO_LIMIT_S = 1e6  # a timeout above this many seconds (11.6 days; inf too) waits without a limit
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,10 @@ def _death(exitcode: int | None) -> str:
 
 def call(fn: Callable[..., Any], args: tuple[Any, ...], child: Child, timeout_s: float | None) -> Outcome:
     """`fn(*args)` in a fresh spawned process set up as `child`, waiting at most `timeout_s`
-    seconds (None: no limit) for its answer. `fn`, `args` and the value must pickle."""
+    seconds (None, or above `NO_LIMIT_S`: no limit) for its answer. `fn`, `args` and the
+    value must pickle."""
+    if timeout_s is not None and timeout_s > NO_LIMIT_S:  # poll() cannot wait that long: wait for ever
+        timeout_s = None
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_main, args=(send, child, fn, args), daemon=True)

@@ -2,6 +2,7 @@
 shard, less those a resumed CSV already holds, and a rough estimate of the time."""
 from __future__ import annotations
 
+import hashlib
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,13 @@ def make(points: Sequence[Config], shard: Shard | None, done: set[tuple[str, ...
         mine = [p for p, s in zip(points, shard_mod.assign(costs, shard.count), strict=True) if s == shard.index]
     todo = [p for p in mine if point_key(p) not in done]
     return Plan(todo, len(points), shard, len(mine), len(mine) - len(todo))
+
+
+def grid_id(points: Sequence[Config]) -> str:
+    """A fingerprint of a whole grid: 12 hex digits of a hash of its points' keys, in any
+    order (every shard of one sweep computes the same; `merge` compares them)."""
+    text = "\n".join(sorted(",".join(point_key(p)) for p in points))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def matmul_rate(device: str, dtype: str) -> float:

@@ -1,16 +1,19 @@
 """Runs one `Config` and returns its `Result`: warm-up, memory pass, timing pass.
 
-Failure is data: out-of-memory → status 'oom', any other exception → 'error', a variant
-that cannot run here → 'unsupported'; every non-ok row says why in `error`.
+Failure is data: out-of-memory → status 'oom', any other exception or a loss that is not
+finite → 'error', a variant that cannot run here or lacks a loss semantics the point asks
+for → 'unsupported'; every non-ok row says why in `error`. What the implementation warned
+while it ran (a fallback, say) goes in `note`.
 """
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 from cebench.core import devices
 from cebench.core.config import Config, Settings
-from cebench.core.errors import UsageError, describe
+from cebench.core.errors import UsageError, describe, said
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
@@ -23,21 +26,31 @@ from cebench.run.isolate import Child
 from cebench.store.schema import Result, Status
 
 
-def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing, float]:
+class NotFinite(Exception):
+    """The step's loss was NaN or infinite."""
+
+
+def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing, float, str]:
     variant = variants.get(config.variant)
     fn = variant.build()
     inputs = inputs_mod.make(config)
     step = make_step(fn, inputs, config)
     device = devices.get(config.device)
-    first_ms = 0.0
-    for i in range(settings.warmup):
-        step.prepare()
-        ms = device.time_once(step.run)
-        first_ms = ms if i == 0 else first_ms
+    first_ms, problem = 0.0, [""]
+    with warnings.catch_warnings(record=True) as caught:  # the warm-up's warnings: what the row says it did
+        warnings.simplefilter("always")
+        for i in range(settings.warmup):
+            step.prepare()
+            if i == 0:
+                first_ms = device.time_once(lambda: problem.__setitem__(0, step.check()))
+            else:
+                device.time_once(step.run)
+    if problem[0]:
+        raise NotFinite(problem[0])
     step.prepare()
-    memory = device.peak(step.run, inputs.tensors())
+    memory = device.peak(step.run, step.live() if step.live else inputs.tensors())  # kept gradients too
     timing = time_steps(step.run, step.prepare, device, settings.repeats)
-    return memory, timing, first_ms
+    return memory, timing, first_ms, said(caught)
 
 
 def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None) -> Result:
@@ -48,11 +61,12 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     None where that failed)."""
     device = devices.get(config.device)
     result = Result.blank(config, device.model_name())
-    reason = variants.get(config.variant).unsupported_reason(config.device)
+    variant = variants.get(config.variant)
+    reason = variant.unsupported_reason(config.device) or variant.lacks(config)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
-    outcome: tuple[MemoryReading, Timing, float] | None = None
+    outcome: tuple[MemoryReading, Timing, float, str] | None = None
     try:
         outcome = _measure(config, settings)
     except Exception as exc:  # failure is data: classify, record, and move on
@@ -61,14 +75,15 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     device.free_cache()
     if outcome is None:
         return result
-    memory, timing, first_ms = outcome
+    memory, timing, first_ms, said = outcome
+    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device), said)))
     result.peak_bytes, result.base_bytes = memory.peak_bytes, memory.base_bytes
     result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
     result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
     result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
     result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
     result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
-    if variants.get(config.variant).compiled:
+    if variant.compiled:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
     result.flops = count_flops(config)
     if result.flops is not None:

@@ -128,9 +128,11 @@ def out_path(out: Path | None, shard: Shard | None, env: Mapping[str, str]) -> t
 def assign(costs: Sequence[float], count: int) -> list[int]:
     """The shard of each point, given each point's cost: the costliest point first, each
     to the shard with the least cost so far (ties: the lower index), so shards finish at
-    about the same time. Deterministic: the same costs give the same shards."""
+    about the same time. Deterministic: the same costs give the same shards. Only as many
+    shards as points can get one, so no more are set up (memory bounded by the grid, not by
+    `count`)."""
     order = sorted(range(len(costs)), key=lambda i: (-costs[i], i))
-    loads = [(0.0, s) for s in range(count)]
+    loads = [(0.0, s) for s in range(min(count, len(costs)))]
     shards = [0] * len(costs)
     for i in order:
         load, s = heapq.heappop(loads)

@@ -4,8 +4,13 @@ CSV as it is measured. `cebench sweep` parses its options into a `Sweep` and ren
 it yields; nothing here prints."""
 from __future__ import annotations
 
+import contextlib
+import difflib
 import functools
 import os
+import signal
+import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +18,7 @@ from pathlib import Path
 from cebench.core import devices
 from cebench.core.axes import AXES
 from cebench.core.config import Config, Settings
-from cebench.core.errors import UsageError
+from cebench.core.errors import InputWarning, UsageError
 from cebench.losses import variants
 from cebench.run import plan as plan_mod
 from cebench.run import shard as shard_mod
@@ -21,11 +26,65 @@ from cebench.run.grid import GridOptions
 from cebench.run.isolate import Child
 from cebench.run.plan import Plan
 from cebench.run.shard import Shard
-from cebench.store.files import ResultWriter, check_out, done_keys
+from cebench.store.files import Lock, ResultWriter, check_out, done_keys, one_kind, read_rows
 from cebench.store.schema import Result
 
 POINT_TIMEOUT_S = 1800.0  # seconds an isolated point may run by default (a 1B-setting compile takes minutes)
 RATE_TIMEOUT_S = 300.0  # seconds the pre-sweep matmul-rate probe may take in a child process
+MAX_STEPS = 10_000  # --repeats and --warmup at most: every timed step is kept, in memory and in its CSV cell
+THREADS_PER_CPU = 4  # --threads at most this many per CPU here (torch crashes on absurd counts)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT; `cebench sweep` also raises it for SIGTERM) while the sweep ran: the
+    person, not a variant (which may raise a `KeyboardInterrupt` of its own)."""
+
+
+class _Exit(BaseException):
+    """Raised in place of `os._exit` while a variant runs in the sweep's own process."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted
+
+
+def _exit(code: object = 0) -> None:
+    raise _Exit(code)
+
+
+@contextlib.contextmanager
+def _in_process(variant: str) -> Iterator[None]:
+    """Run `variant` in the sweep's own process, where its `sys.exit`, `os._exit` or
+    `KeyboardInterrupt` would end the sweep without a word: each is a `UsageError` naming
+    it instead (`os._exit` raises meanwhile), the rows before it kept. Ctrl-C meanwhile
+    raises `Interrupted`, so that it is told apart from the variant's own."""
+    ours = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if ours:
+        signal.signal(signal.SIGINT, _interrupt)
+    real_exit, os._exit = os._exit, _exit  # type: ignore[assignment]
+    how = ""
+    try:
+        yield
+    except SystemExit as exc:
+        how = f"raised SystemExit({exc.code!r})"
+    except _Exit as exc:
+        how = f"called os._exit({exc.code!r})"
+    except KeyboardInterrupt as exc:
+        if not ours or isinstance(exc, Interrupted):
+            raise
+        how = "raised KeyboardInterrupt"
+    finally:
+        os._exit = real_exit
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if how:
+        raise UsageError(f"{variant} {how} in the sweep's own process, which would end the sweep; measure it with "
+                         "--isolate (each point in a fresh process, where that is an error row)", "variant")
 
 
 @dataclass(frozen=True)
@@ -47,8 +106,11 @@ class Sweep:
     `shard` is 'INDEX/COUNT' or a `Shard` (None: from torchrun/SLURM in `environ`, else the
     whole grid); `out` the CSV (None: results/sweep-<time>.csv); `resume` skips the points
     `out` holds as ok or oom; `isolate` measures each point in a fresh process (None: the
-    device's default; a `point_timeout` in seconds turns it on). Bad input is a
-    `UsageError` naming the parameter, raised before anything is measured or written.
+    device's default; a `point_timeout` in seconds turns it on; above `isolate.NO_LIMIT_S`,
+    or inf, there is no limit). Bad input is a `UsageError` naming the parameter, raised
+    before anything is measured or written. From when it is made (an existing `out`) or
+    first iterated (a new one) to its last row, it holds `out`'s `Lock`: a second process
+    writing that file is refused.
     """
 
     def __init__(self, options: GridOptions | None = None, *, device: str = "auto", repeats: int | None = None,
@@ -70,10 +132,11 @@ class Sweep:
                              "point_timeout")
         if resume and out is None:
             raise UsageError("needs --out: the CSV of the sweep to resume", "resume")
-        if threads is not None and threads < 1:
-            raise UsageError("must be at least 1", "threads")
-        if (warmup is not None and warmup < 1) or (repeats is not None and repeats < 1):
-            raise UsageError("must be at least 1", "warmup" if warmup is not None and warmup < 1 else "repeats")
+        if threads is not None and not 1 <= threads <= THREADS_PER_CPU * (os.cpu_count() or 1):
+            raise UsageError(f"must be from 1 to {THREADS_PER_CPU} × the {os.cpu_count() or 1} CPUs here", "threads")
+        for name, steps in (("warmup", warmup), ("repeats", repeats)):
+            if steps is not None and not 1 <= steps <= MAX_STEPS:
+                raise UsageError(f"must be from 1 to {MAX_STEPS:,} (every timed step is kept)", name)
         self.device = devices.resolve(device)
         grid = options.grid(self.device.name)
         self.settings = Settings(warmup=self.device.warmup if warmup is None else warmup,
@@ -85,9 +148,18 @@ class Sweep:
         lacking = [a for a in AXES if header is not None and a.name not in header
                    and any(v != a.off for v in grid.values[a.name])]
         if lacking:  # its rows would read back as the axis's old value: refuse rather than mislabel them
-            raise UsageError(f"{self.path} was written by an older cebench, without a {lacking[0].name} column: "
-                             f"rows with {lacking[0].name} other than {lacking[0].off:g} need a new CSV", "out")
-        done = done_keys(self.path) if resume else set()
+            axis = lacking[0]
+            raise UsageError(f"{self.path} was written by an older cebench, without a {axis.name} column: "
+                             f"rows with {axis.name} other than {axis.text(axis.off)} need a new CSV", "out")
+        # This process alone writes the CSV from here on (`Lock`): a second sweep of it is refused, so
+        # that two --resume runs never measure a point twice.
+        self._lock = Lock(self.path) if header is not None else None
+        rows = read_rows(self.path) if header is not None else None  # a cut-off last row: warned about here
+        if rows is not None:
+            one_kind(rows, predictions=False)
+        done = done_keys(rows) if resume and rows is not None else set()
+        if resume and header is None and not self.path.exists():
+            warnings.warn(InputWarning(_no_such_csv(self.path)), stacklevel=2)
 
         import torch
 
@@ -102,7 +174,12 @@ class Sweep:
         self.child = Child(specs=options.specs, threads=threads, device=self.device.name,
                            device_index=self.device_index)
         everything = grid.expand()
-        self.grid, self.unsupported = grid.runnable(smoke=not self.isolate)
+        self.grid_id = plan_mod.grid_id(everything)
+        self.grid, self.unsupported = grid.runnable(smoke=False)
+        if not self.isolate:  # a user's variant must keep the contract, on a tiny problem
+            for name in variants.untrusted(self.grid.variants, self.device.name):
+                with _in_process(name):
+                    variants.smoke_test((name,), self.device.name)
         # user variants that crash or hang on the smoke test's tiny problem (name → how): their points fail
         self.crashed: dict[str, str] = {}
         if self.isolate:
@@ -144,13 +221,11 @@ class Sweep:
         return functools.partial(run, settings=self.settings)
 
     def open(self) -> list[str]:
-        """Open the CSV for appending (`__iter__` does it when not done yet) and return what
-        opening it found: a cut-off last row dropped, an older header whose rows lack columns."""
+        """Open the CSV for appending (`__iter__` does it when not done yet; a cut-off last
+        row is cut from it then, with an `InputWarning`) and return what opening it found:
+        an older header whose rows lack columns."""
         if self._writer is None:
-            self._writer = ResultWriter(self.path)
-            if self._writer.repaired:
-                self.warnings.append(f"{self.path}: its last row was cut off (a crash or a full disk?) and is "
-                                     f"dropped: {self._writer.repaired[:120]}")
+            self._writer = ResultWriter(self.path, self._lock, quiet=True)  # (and cut from the file)
             if self._writer.dropped:
                 self.warnings.append(f"{self.path} was written by an older cebench: its rows will lack "
                                      f"{', '.join(self._writer.dropped)}; use a new CSV to keep them")
@@ -160,17 +235,35 @@ class Sweep:
         """Measure each point, write its row to `path` (flushed) and yield it. A failing
         write is a `UsageError`, every earlier row kept."""
         if not self.points:
+            if self._lock is not None:
+                self._lock.close()
             return
         self.open()
         assert self._writer is not None
         with self._writer as writer:
             measure = self._measure()
             for point in self.points:
-                result = measure(point)
+                if self.isolate:
+                    result = measure(point)
+                else:
+                    with _in_process(point.variant):
+                        result = measure(point)
                 result.shard = self.shard.label if self.shard else ""
+                result.grid = self.grid_id
                 writer.write(result)
                 self.written.append(result)
                 yield result
+
+
+def _no_such_csv(path: Path) -> str:
+    """'--resume: <path> does not exist …', with the name of a CSV beside it that is close."""
+    try:
+        stems = {p.stem: p for p in path.parent.glob(f"*{path.suffix}")} if path.parent.is_dir() else {}
+    except OSError:
+        stems = {}
+    close = difflib.get_close_matches(path.stem, list(stems), n=1, cutoff=0.75)
+    hint = f" (did you mean {stems[close[0]]}?)" if close else ""
+    return f"--resume: {path} does not exist{hint}: every point is measured, into a new CSV"
 
 
 def sweep(options: GridOptions | None = None, **kwargs: object) -> list[Result]:
@@ -178,4 +271,4 @@ def sweep(options: GridOptions | None = None, **kwargs: object) -> list[Result]:
     return list(Sweep(options, **kwargs))  # type: ignore[arg-type]
 
 
-__all__ = ["Estimate", "Sweep", "sweep"]
+__all__ = ["Estimate", "Interrupted", "Sweep", "sweep"]

@@ -8,13 +8,13 @@ unreadable because its columns changed.
 """
 from __future__ import annotations
 
-import io
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
 from cebench.core.errors import UsageError
+from cebench.store.files import Rows, parse
 from cebench.store.files import cell as csv_cell
 from cebench.store.schema import (
     ADDED,
@@ -41,22 +41,27 @@ def samples(cell: object) -> tuple[float, ...]:
 
 def load(path: Path) -> pd.DataFrame:
     """Read and validate a results CSV: integer columns as nullable Int64, floats as
-    float64. Raises `UsageError` naming the problem for a missing, empty or malformed file."""
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory, not a CSV file")
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file")
+    float64. Raises `UsageError` naming the problem for a missing, empty or malformed file;
+    a cut-off or ragged last row is left out with a warning (`cebench.store.files.parse`)."""
     try:
+        if path.is_dir():
+            raise UsageError(f"{path} is a directory, not a CSV file")
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
     if not text.strip():
         raise UsageError(f"{path}: the file is empty")
-    try:
-        # A short (truncated) row reads as NaN cells: treat them as empty like any blank cell.
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False).fillna("")
-    except pd.errors.ParserError as exc:
-        raise UsageError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    return validated(parse(path, text, required=tuple(c for c in COLUMNS if c not in ADDED)))
+
+
+def validated(rows: Rows) -> pd.DataFrame:
+    """`rows` (`parse`d from a results CSV) as `load` returns them, every value checked."""
+    path = rows.path
+    if len(set(rows.header)) < len(rows.header):
+        raise UsageError(f"{path}: a column name appears twice in its header")
+    frame = pd.DataFrame([list(r.values()) for r in rows.rows], columns=list(rows.header), dtype=str)
     missing = [c for c in COLUMNS if c not in frame.columns and c not in ADDED]
     if missing:
         raise UsageError(f"{path}: missing column(s) {', '.join(missing)}")

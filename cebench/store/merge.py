@@ -1,36 +1,48 @@
 """Merging results CSVs (the shards of one sweep, say) into one: schemas checked, exact
-repeats dropped, and a point measured differently in two files refused."""
+repeats dropped, a point measured differently in two files refused, and the shards of each
+grid counted, so that shards of two grids never pass for one whole sweep."""
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cebench.core.errors import UsageError
 from cebench.run.shard import Shard, parse
-from cebench.store.files import read_rows
-from cebench.store.frame import load
-from cebench.store.schema import BEFORE, COLUMNS, KEY_COLUMNS, PREDICTED
+from cebench.store.files import predicted, read_rows, write_new
+from cebench.store.frame import validated
+from cebench.store.schema import BEFORE, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION
+
+SHOWN = 8  # missing shards named at most; the rest are counted
 
 
 @dataclass
 class Merged:
     """Rows in this release's columns, in input order, and what merging did: rows read per
-    file, exact repeats dropped, cut-off last rows left out (file → their text), and the
-    shard labels ('INDEX/COUNT') the rows carry."""
+    file, exact repeats dropped, earlier rows of a point a file measured again dropped
+    (`superseded`: the last is kept, as `show` does), and the shards the rows come from:
+    (their `grid` column, '' in files from before it; the shard)."""
 
     rows: list[tuple[str, ...]] = field(default_factory=list)
     read: dict[Path, int] = field(default_factory=dict)
     repeats: int = 0
-    cut_off: dict[Path, str] = field(default_factory=dict)
-    shards: set[Shard] = field(default_factory=set)
+    superseded: int = 0
+    shards: set[tuple[str, Shard]] = field(default_factory=set)
 
-    def missing_shards(self) -> list[Shard]:
-        """Shards of a count the rows name that none of the rows come from."""
-        counts = sorted({s.count for s in self.shards})
-        return [Shard(i, n) for n in counts for i in range(n) if Shard(i, n) not in self.shards]
+    def missing_shards(self) -> tuple[int, list[tuple[str, Shard]]]:
+        """How many shards none of the rows come from, of each grid and shard count the rows
+        name, and the first `SHOWN` of them (grid, shard); a count may be huge."""
+        total, first = 0, []
+        for grid, n in sorted({(g, s.count) for g, s in self.shards}):
+            present = {s.index for g, s in self.shards if (g, s.count) == (grid, n)}
+            total += n - len(present)
+            i = 0
+            while len(first) < SHOWN and i < n:  # at most len(present) + SHOWN steps
+                if i not in present:
+                    first.append((grid, Shard(i, n)))
+                i += 1
+        return total, first
 
 
 def _describe(key: tuple[str, ...]) -> str:
@@ -39,9 +51,11 @@ def _describe(key: tuple[str, ...]) -> str:
 
 def merge(paths: list[Path]) -> Merged:
     """The rows of every CSV in `paths`. `UsageError` for a file that is not a readable
-    cebench CSV, one written by a newer release (columns this one does not know), or a
-    point (its key columns; predicted and measured rows apart) whose rows in two files
-    differ: merging must not pick one measurement over another silently."""
+    cebench CSV, one written by a newer release (columns this one does not know, or a
+    newer `schema_version`), or a point (its key columns; predicted and measured rows
+    apart) whose rows in two files differ: merging must not pick one measurement over
+    another silently. Within one file the last row of a
+    point is kept (a point measured again: `sweep --resume` after an error)."""
     merged = Merged()
     seen: set[tuple[str, ...]] = set()
     owner: dict[tuple[str, ...], Path] = {}
@@ -51,42 +65,43 @@ def merge(paths: list[Path]) -> Merged:
         if unknown:
             raise UsageError(f"{path}: written by a newer cebench (columns {', '.join(unknown)}); merge it with "
                              "that release")
-        if data.cut_off:
-            merged.cut_off[path] = data.cut_off
-        elif data.rows:  # (a shard killed in its first point left a header alone: nothing to check)
-            load(path)  # every value checked, as show, plot and check will read them
+        if data.rows:  # (a shard killed in its first point left a header alone: nothing to check)
+            validated(data)  # every value checked, as show, plot and check will read them
         merged.read[path] = len(data.rows)
-        for number, row in enumerate(data.rows, start=2):
+        last: dict[tuple[str, ...], int] = {}
+        keyed = []
+        for number, row in zip(data.lines, data.rows, strict=True):
+            version = row.get("schema_version", "1").strip() or "1"
+            if version.isdigit() and int(version) > SCHEMA_VERSION:
+                raise UsageError(f"{path}: line {number} was written with schema {version} by a newer cebench "
+                                 f"(this one reads up to {SCHEMA_VERSION}); merge it with that release")
+            key = tuple(row.get(c, BEFORE.get(c, "")) for c in KEY_COLUMNS) + (str(predicted(row)),)
+            last[key] = len(keyed)
+            keyed.append((number, row, key))
+        merged.superseded += len(keyed) - len(last)
+        for i, (number, row, key) in enumerate(keyed):
+            if last[key] != i:
+                continue
             cells = tuple(row.get(c, BEFORE.get(c, "")) for c in COLUMNS)
             if cells in seen:
                 merged.repeats += 1
                 continue
-            key = tuple(row.get(c, BEFORE.get(c, "")) for c in KEY_COLUMNS) + (str(row.get("mem_method") == PREDICTED),)
             other = owner.setdefault(key, path)
             if other != path:
-                raise UsageError(f"{path}: row {number} measures {_describe(key[:-1])}, which {other} measured "
+                raise UsageError(f"{path}: line {number} measures {_describe(key[:-1])}, which {other} measured "
                                  "differently; merge keeps every measurement of a point from one file (leave one "
                                  "of them out)")
             seen.add(cells)
             merged.rows.append(cells)
             if row.get("shard"):
-                merged.shards.add(parse(row["shard"], f"{path}: row {number}: column 'shard'"))
+                merged.shards.add((row.get("grid", ""), parse(row["shard"], f"{path}: line {number}: column 'shard'")))
     return merged
 
 
 def write(merged: Merged, out: Path) -> None:
-    """Write `merged` to `out` (a new file), whole or not at all: into a temporary file
-    beside it, renamed into place."""
-    tmp = None
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(COLUMNS)
-            writer.writerows(merged.rows)
-        os.replace(tmp, out)
-    except OSError as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        raise UsageError(f"{out}: cannot write there ({exc.strerror or exc})") from None
+    """Write `merged` to `out` (a new file) whole or not at all (`write_new`)."""
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(COLUMNS)
+    writer.writerows(merged.rows)
+    write_new(out, text.getvalue())

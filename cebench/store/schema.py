@@ -72,14 +72,15 @@ def _axis(name: str) -> Column:
     """The column of an axis, as `cebench.core.axes` declares it; older files read as the
     axis's `off` value (what every row measured before it was)."""
     axis = AXES_BY_NAME[name]
-    before = "" if axis.off is None else f"{axis.off:g}"
+    before = "" if axis.off is None else axis.text(axis.off)
     return Column(name, axis.kind, axis.unit, axis.doc, axis.added, "config", before)  # type: ignore[arg-type]
 
 
 DECLARED: tuple[Column, ...] = (
     Column("variant", "text", "", "variant name (see Variants)", source="config"),
     Column("workload", "text", "", "`loss` (forward + backward)", source="config"),
-    Column("device", "text", "", "`cpu` or `cuda`", source="config"),
+    Column("device", "text", "", "`cpu` or `cuda`; predicted rows: the `--target` (a named GPU too)",
+           source="config"),
     Column("device_name", "text", "", "CPU model or GPU name (`predicted for cuda` from `predict`)", source="run"),
     _axis("dtype"),
     _axis("batch"),
@@ -113,7 +114,7 @@ DECLARED: tuple[Column, ...] = (
            "logits), measured on the same device and dtype, median; empty where its buffers did not fit", added=3),
     Column("logits_fp32_bytes", "int", "bytes", "N × vocab × 4: the full fp32 logits, for scale", source="config"),
     Column("lower_bound_bytes", "int", "bytes", "bytes any exact implementation must allocate: gradients of `h` "
-           "and `weight` in their dtype + the fp32 scalar loss", source="config"),
+           "and `weight` in their dtype + the fp32 loss (a scalar; N rows with reduction `none`)", source="config"),
     Column("torch_version", "text", "", "`torch.__version__`", source="run"),
     Column("cebench_version", "text", "", "cebench's version", source="run"),
     Column("threads", "int", "threads", "`torch.get_num_threads()` during the run", source="run"),
@@ -123,6 +124,22 @@ DECLARED: tuple[Column, ...] = (
     Column("schema_version", "int", "", "the CSV schema the row was written with (files without the column are "
            "version 1)", added=2, source="run", before="1"),
     _axis("ignore_frac"),
+    _axis("softcap"),
+    _axis("label_smoothing"),
+    _axis("z_loss"),
+    _axis("reduction"),
+    Column("note", "text", "", "what the implementation said while it ran (its warnings: torch-lce's fallback to "
+           "full logits, say) and whether its numbers are not a GPU's (Triton's CPU interpreter)", added=5),
+    _axis("grads"),
+    _axis("retain_graph"),
+    Column("target", "text", "", "the named GPU target (`cebench targets`) of the row: the GPU a sweep measured on, "
+           "recognised by its name, or the one `predict` predicted for; empty for a CPU or another GPU",
+           added=5, source="run"),
+    Column("predicted_floor_ms", "float", "ms", "predicted rows on a named GPU, bf16/fp16: an estimate, not a "
+           "measurement: `flops` at the card's dense BF16 tensor rate (its roofline for the matmuls alone)",
+           added=5),
+    Column("grid", "text", "", "a fingerprint of the sweep's whole grid (12 hex digits of a hash of its points' "
+           "keys), the same in every shard of one sweep: `merge` refuses shards of two different grids", added=5),
 )
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED)
@@ -165,8 +182,10 @@ def run_values(device_name: str) -> dict[str, object]:
     import torch
 
     import cebench
+    from cebench.core.targets import match
 
-    return {"device_name": device_name, "status": Status.OK, "torch_version": torch.__version__,
+    return {"device_name": device_name, "target": match(device_name), "status": Status.OK,
+            "torch_version": torch.__version__,
             "cebench_version": cebench.__version__, "threads": torch.get_num_threads(),
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION}
 
