@@ -33,9 +33,8 @@ P_VALUE_FLOOR = 1e-3
 SEED = 0
 UPSTREAM = 0.75  # the upstream gradient of a scalar loss: not 1, so a backward that ignores it is caught
 LOGIT_STD = 1.0  # h is scaled so that the logits' standard deviation is about this (softcaps of ~2 bite)
-# What each semantics is checked at when not given: non-trivial at the logits' scale.
-DEFAULT_SETTINGS: dict[str, str] = {"ignore_frac": "0.25", "softcap": "2", "label_smoothing": "0.1",
-                                    "z_loss": "0.01", "reduction": "sum,none"}
+# What each semantics is checked at when not given (`Axis.verify`): non-trivial at the logits' scale.
+DEFAULT_SETTINGS: dict[str, str] = {a.name: a.verify for a in SEMANTICS}
 QUANTITIES = ("loss", "grad h", "grad weight")
 
 
@@ -278,7 +277,7 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
     for name in features:
         without = {k: v for k, v in features.items() if k != name}
         plain = _run(reference, h, w, x.targets, case.ce_chunk, without,
-                     x.upstream.double() if name != "reduction" else _upstream(case, OFF))
+                     x.upstream.double() if name != "reduction" else torch.tensor(UPSTREAM, dtype=torch.float64))
         if plain.loss is not None and got.loss.shape == plain.loss.shape and max(_errors(got, plain).values()) <= tol:
             return f"matches the reference without {BY_NAME[name].label.format(semantics[name])}: not applied"
     ones = _run(reference, h, w, x.targets, case.ce_chunk, features, torch.ones_like(x.upstream, dtype=torch.float64))
@@ -286,10 +285,6 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
     if all(relative_error(a, b) <= tol for a, b in zip(got.grads, ones.grads, strict=True)):
         return "gradients match an upstream gradient of all ones: the upstream gradient is ignored"
     return ""
-
-
-def _upstream(case: LossCase, setting: Setting) -> torch.Tensor:
-    return _inputs(case, "fp32", setting)[1].upstream.double()  # type: ignore[union-attr]
 
 
 def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF) -> LossCheck:

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
 from cebench.cli.options import Columns, Temperature, VariantNames, Wide, with_axes
+from cebench.core.axes import SEMANTICS
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
@@ -55,8 +56,6 @@ def matrix_table(checks: list[LossCheck], settings: list[Setting], dtype: str) -
 
 def _legend(settings: list[Setting]) -> list[str]:
     """['ign = --ignore-frac', 'sum, none = --reduction']: what the headers abbreviate."""
-    from cebench.core.axes import SEMANTICS
-
     parts = []
     for axis in SEMANTICS:
         values = [v for s in settings for k, v in s.values if k == axis.name]
@@ -139,9 +138,8 @@ def sampler_table(checks: list[SamplerCheck]) -> Table:
 
 
 @command()
-@with_axes(skip=SHAPES_ONLY, defaults={"dtype": "Default: fp32.", "ignore_frac": "Default: 0.25.",
-                                       "softcap": "Default: 2.", "label_smoothing": "Default: 0.1.",
-                                       "z_loss": "Default: 0.01.", "reduction": "Default: sum,none."})
+@with_axes(skip=SHAPES_ONLY, defaults={"dtype": "Default: fp32.",
+                                       **{a.name: f"Default: {a.verify}." for a in SEMANTICS}})
 def verify(
     ctx: typer.Context,
     variant: VariantNames = None,
@@ -170,7 +168,6 @@ def verify(
     """
     from cebench import api
     from cebench.analyze.verify import LOSS_CASES
-    from cebench.core.axes import SEMANTICS
 
     semantics = {a.name: ctx.params[a.name] for a in SEMANTICS if ctx.params.get(a.name) is not None}
     with out.status("verifying (compiled variants compile once per variant, dtype and setting)…"):

@@ -111,13 +111,18 @@ GRADS: tuple[str, ...] = ("none", "keep")
 _YES, _NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off")
 
 
-def parse_grads(text: str, param: str) -> tuple[str, ...]:
-    """'none,keep' → ('none', 'keep'): each one of `GRADS`."""
+def _parse_choices(text: str, param: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+    """Comma-separated words, each one of `choices` (case ignored), duplicates dropped."""
     values = [p.lower() for p in split(text, param)]
     for value in values:
-        if value not in GRADS:
-            raise UsageError(f"'{value}' is not one of {', '.join(GRADS)}", param)
+        if value not in choices:
+            raise UsageError(f"'{value}' is not one of {', '.join(choices)}", param)
     return _unique(values)
+
+
+def parse_grads(text: str, param: str) -> tuple[str, ...]:
+    """'none,keep' → ('none', 'keep'): each one of `GRADS`."""
+    return _parse_choices(text, param, GRADS)
 
 
 def parse_switch(text: str, param: str) -> tuple[str, ...]:
@@ -133,11 +138,7 @@ def parse_switch(text: str, param: str) -> tuple[str, ...]:
 
 def parse_reductions(text: str, param: str) -> tuple[str, ...]:
     """'mean,none' → ('mean', 'none'): each one of `REDUCTIONS`."""
-    values = [p.lower() for p in split(text, param)]
-    for value in values:
-        if value not in REDUCTIONS:
-            raise UsageError(f"'{value}' is not one of {', '.join(REDUCTIONS)}", param)
-    return _unique(values)
+    return _parse_choices(text, param, REDUCTIONS)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ class Axis:
     sample workload takes their `off` value); `keyword` ones are passed to a loss variant as
     a keyword argument of the axis's name when not `off`, and a variant that does not take
     it cannot run such a point. `label` formats a value that is not `off` for titles
-    ('softcap {:g}'), `short` for a narrow column header ('cap {:g}').
+    ('softcap {:g}'), `short` for a narrow column header ('cap {:g}'). `verify` is the text of
+    the values `cebench verify` checks a loss semantics at when none are given.
     """
 
     name: str
@@ -173,6 +175,7 @@ class Axis:
     keyword: bool = False
     label: str = ""
     short: str = ""
+    verify: str = ""
     switch: bool = False  # a flag on the command line (--retain-graph), 'yes' when given
 
     @property
@@ -198,8 +201,9 @@ class Axis:
         return "Default: " + "; ".join(f"{d} {t}" for d, t in self.defaults.items()) + "."
 
     def is_off(self, value: object) -> bool:
-        """Whether `value` is this axis's `off` value (None counts as off)."""
-        return value is None or value == self.off
+        """Whether `value` is this axis's `off` value; None, '' and NaN (a cell never
+        written) count as off."""
+        return value is None or value == "" or value != value or value == self.off  # value != value: NaN
 
     def text(self, value: object) -> str:
         """`value` as option text: '0.25', '30', 'mean'."""
@@ -229,23 +233,25 @@ AXES: tuple[Axis, ...] = (
          "random.", "Share of the targets set to -100 (ignored: padding), in [0, 1).", parse_fractions, {"*": "0"},
          "float", "", "share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed "
          "seed; the loss is the mean over the others", added=4, off=0.0, loss_only=True, label="{:.0%} ignored",
-         short="ign {:g}"),
+         short="ign {:g}", verify="0.25"),
     Axis("softcap", "Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: "
          "none.", "Final-logit softcap c (logits → c·tanh(logits / c)); 0: none.", parse_nonnegative, {"*": "0"},
          "float", "", "final-logit softcap c: the loss sees c·tanh(logits / c); 0: none", added=5, off=0.0,
-         loss_only=True, keyword=True, label="softcap {:g}", short="cap {:g}"),
+         loss_only=True, keyword=True, label="softcap {:g}", short="cap {:g}", verify="2"),
     Axis("label_smoothing", "Label smoothing ε, each in [0, 1] (torch's definition).", "Label smoothing ε in [0, "
          "1] (torch's definition).", parse_unit_interval, {"*": "0"}, "float", "", "label smoothing ε (torch's "
          "definition: (1 − ε)·CE + ε·mean over the vocabulary of −log p)", added=5, off=0.0, loss_only=True,
-         keyword=True, label="smoothing {:g}", short="ls {:g}"),
+         keyword=True, label="smoothing {:g}", short="ls {:g}", verify="0.1"),
     Axis("z_loss", "z-loss coefficients: coefficient × the mean squared log-sum-exp, added to the loss.",
          "z-loss coefficient: × the mean squared log-sum-exp, added to the loss.", parse_nonnegative, {"*": "0"},
          "float", "", "z-loss coefficient: the loss gains it × the mean (over real targets) of log-sum-exp²",
-         added=5, off=0.0, loss_only=True, keyword=True, label="z-loss {:g}", short="z {:g}"),
+         added=5, off=0.0, loss_only=True, keyword=True, label="z-loss {:g}", short="z {:g}",
+         verify="0.01"),
     Axis("reduction", "Reductions: mean, sum, none (none: the step backpropagates a fixed random upstream "
          "gradient).", "Reduction: mean, sum or none.", parse_reductions, {"*": "mean"}, "text", "",
          "`mean`, `sum` or `none` (per-row losses; the step backpropagates a fixed, non-uniform upstream "
-         "gradient)", added=5, off="mean", loss_only=True, keyword=True, label="reduction {}", short="{}"),
+         "gradient)", added=5, off="mean", loss_only=True, keyword=True, label="reduction {}", short="{}",
+         verify="sum,none"),
     # Steady-state semantics of the step (loss workload only; not loss semantics: verify ignores them).
     Axis("grads", "Gradients before each step: none (set to None: allocated fresh) or keep (the previous step's "
          "stay allocated and the new ones accumulate into them, as in gradient accumulation and in Liger-Kernel's "
@@ -272,7 +278,7 @@ def semantics_label(values: Mapping[str, object]) -> str:
     labels = []
     for axis in SEMANTICS:
         value = values.get(axis.name)
-        if value is None or value != value or value == "" or axis.is_off(value):  # value != value: NaN
+        if axis.is_off(value):
             continue
         labels.append(axis.label.format(float(value) if axis.kind == "float" else value))
     return " · ".join(labels)

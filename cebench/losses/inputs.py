@@ -26,7 +26,10 @@ class Inputs:
     upstream: torch.Tensor | None = None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        return (self.h, self.weight, self.targets) + ((self.upstream,) if self.upstream is not None else ())
+        """The tensors a step starts with: h, weight, targets, the upstream gradient, and
+        the gradients of h and weight where a previous step left them (`--grads keep`)."""
+        extra = (self.upstream, self.h.grad, self.weight.grad)
+        return (self.h, self.weight, self.targets) + tuple(t for t in extra if t is not None)
 
 
 def make(config: Config, device: str | torch.device | None = None) -> Inputs:

@@ -244,7 +244,7 @@ def baseline(workload: str) -> str | None:
 
 
 _IMPL = "cebench.losses.builtin"
-ALL_FEATURES = frozenset(a.name for a in FEATURES)
+ALL_FEATURES = frozenset(contract.FEATURE_NAMES)
 _dense = register(Variant("dense", LOSS, f"{_IMPL}:dense_cross_entropy", chunked=False, compiled=False,
                           summary="F.linear + F.cross_entropy on fp32-upcast full logits", baseline=True,
                           supports=ALL_FEATURES))

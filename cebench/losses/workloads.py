@@ -27,7 +27,6 @@ class Step:
     prepare: Callable[[], None]
     run: Callable[[], None]
     check: Callable[[], str]
-    live: Callable[[], tuple[torch.Tensor, ...]] | None = None  # tensors alive before a step (None: the inputs)
 
 
 def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -> Step:
@@ -50,10 +49,6 @@ def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -
             inputs.h.grad = None
             inputs.weight.grad = None
 
-    def live() -> tuple[torch.Tensor, ...]:
-        """The inputs and the gradients a step starts with (`--grads keep`)."""
-        return inputs.tensors() + tuple(g for g in (inputs.h.grad, inputs.weight.grad) if g is not None)
-
     features = config.features
 
     def forward() -> torch.Tensor:
@@ -68,4 +63,4 @@ def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -
         loss.backward(inputs.upstream, retain_graph=retain)
         return f"the loss is not finite ({bad} of {loss.numel()} values nan or inf)" if bad else ""
 
-    return Step(prepare, run, check, live)
+    return Step(prepare, run, check)

@@ -45,8 +45,7 @@ def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
         warm = make_step(fn, x, config)
         warm.prepare()
         warm.run()
-    live = make_step(fn, x, config).live
-    before = live() if live else x.tensors()
+    before = x.tensors()
     tracker = tracker_type(ignore=before, granularity=target.block_bytes)
     step = make_step(tracker.wrap(fn), x, config)
     step.prepare()

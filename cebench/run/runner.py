@@ -36,19 +36,19 @@ def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing,
     inputs = inputs_mod.make(config)
     step = make_step(fn, inputs, config)
     device = devices.get(config.device)
-    first_ms, problem = 0.0, [""]
+    first_ms, problems = 0.0, []
     with warnings.catch_warnings(record=True) as caught:  # the warm-up's warnings: what the row says it did
         warnings.simplefilter("always")
         for i in range(settings.warmup):
             step.prepare()
             if i == 0:
-                first_ms = device.time_once(lambda: problem.__setitem__(0, step.check()))
+                first_ms = device.time_once(lambda: problems.append(step.check()))
             else:
                 device.time_once(step.run)
-    if problem[0]:
-        raise NotFinite(problem[0])
+    if problems and problems[0]:
+        raise NotFinite(problems[0])
     step.prepare()
-    memory = device.peak(step.run, step.live() if step.live else inputs.tensors())  # kept gradients too
+    memory = device.peak(step.run, inputs.tensors())  # kept gradients too
     timing = time_steps(step.run, step.prepare, device, settings.repeats)
     return memory, timing, first_ms, said(caught)
 
