@@ -32,6 +32,7 @@ from cebench.run.sweep import Sweep
 if TYPE_CHECKING:
     import pandas as pd
 
+    from cebench.analyze.anatomy import Anatomy
     from cebench.analyze.check import CheckReport
     from cebench.analyze.explain import Explanation
     from cebench.analyze.predict import Fit
@@ -101,23 +102,27 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any)
 class Fitted:
     """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, the
     measured row of each fitted batch (index into `fits` → `Result`; with `measure`), the
-    variants that could not be fitted (name → why), and the budget used (bytes)."""
+    variants that could not be fitted (name → why), the budget used (bytes), and with a
+    model, the answer for the loss alone at the model's vocab and d_model (index → `Fit`)."""
 
     fits: list[Fit]
     measured: Mapping[int, Result] = field(default_factory=dict)
     not_fitted: Mapping[str, str] = field(default_factory=dict)
     budget: int | None = None
+    alone: Mapping[int, Fit] = field(default_factory=dict)
 
 
 def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
         **grid: Any) -> Fitted:
     """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
     cuBLAS workspaces too) fits `budget` bytes (default: a named GPU's memory), per loss
-    variant and ce_chunk, at one context, vocab, d_model and dtype. With `measure`, each
-    answer is also run once on `target` (which this machine must have)."""
+    variant and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
+    peak of its whole training step, and the loss alone's answer beside it (`alone`). With
+    `measure`, each answer is also run once on `target` (which this machine must have)."""
     from cebench.analyze.predict import fit as fit_point
-    from cebench.analyze.predict import predict as predict_point
+    from cebench.analyze.predict import unpredictable
     from cebench.core import devices
+    from cebench.models.training import loss_alone
 
     device = _target(target)
     if max_batch < 1:
@@ -139,16 +144,17 @@ def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 409
                          "than any machine holds", "max_batch")
     variants.smoke_test(candidates.variants, "cpu")
     points, skipped = [], {}
-    for point in candidates.expand():  # a variant that cannot be predicted at batch 1 cannot be fitted
-        first = predict_point(point)
-        if first.status == "ok":
+    for point in candidates.expand():
+        why = unpredictable(point)
+        if why is None:
             points.append(point)
         else:
-            skipped[point.variant] = first.error
+            skipped[point.variant] = why
     if not points:
         raise UsageError("no variant here can be predicted (compiled variants and custom ops cannot)", "variant")
     _warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
     fits = [fit_point(p, budget, max_batch) for p in points]
+    alone = {i: fit_point(loss_alone(f.config), budget, max_batch) for i, f in enumerate(fits) if f.config.has_model}
     measured = {}
     if measure:  # in a fresh process per answer where the device isolates its points by default
         import functools
@@ -162,17 +168,19 @@ def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 409
         one = (isolated(child, settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
                else functools.partial(run, settings=settings))
         measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
-    return Fitted(fits, measured, skipped, budget)
+    return Fitted(fits, measured, skipped, budget, alone)
 
 
 @dataclass(frozen=True)
 class Explained:
-    """`explain`'s answer: one `Explanation` per variant and ce_chunk, the points that could
-    not be explained (label → why), and whether they were traced on meta tensors."""
+    """`explain`'s answer: one `Explanation` per variant and ce_chunk (with a model: one
+    `Anatomy` of its training step each, in `anatomies`), the points that could not be
+    explained (label → why), and whether they were traced on meta tensors."""
 
     explanations: list[Explanation]
     not_explained: Mapping[str, str]
     meta: bool
+    anatomies: list[Anatomy] = field(default_factory=list)
 
 
 EXPLAIN_VARIANTS = "dense,chunked"
@@ -183,7 +191,9 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
     `device` ('auto', 'cpu', 'cuda'; default auto) from the allocator's events, or on meta
     tensors (`meta`, and always for cuda without a GPU here and for a named GPU target).
     `target` is another name for `device`. One value of each axis but ce_chunk; batch
-    defaults to the largest of the device's sweep defaults, variant to dense,chunked."""
+    defaults to the largest of the device's sweep defaults, variant to dense,chunked. With a
+    `model`: what its training step holds at its peak, part by part (parameters, optimizer
+    state, gradients, activations, the loss's buffers), traced on meta for the device."""
     from cebench.core import devices
 
     if device is not None and target is not None:
@@ -197,6 +207,8 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
     if options.axes.get("batch") is None:
         options = options.given(batch=str(max(BY_NAME["batch"].default(devices.get(device).kind))))
     points = options.grid(device)
+    if points.model[0] != "none":
+        return _anatomies(points)
 
     from cebench.analyze.explain import Unexplainable
     from cebench.analyze.explain import explain as explain_point
@@ -210,6 +222,23 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
         except Unexplainable as exc:
             skipped[label] = str(exc)
     return Explained(done, skipped, meta)
+
+
+def _anatomies(points: Any) -> Explained:
+    """`explain` of a model's training step: each point's `Anatomy`, on meta."""
+    from cebench.analyze.anatomy import anatomy
+    from cebench.analyze.predict import unpredictable
+
+    variants.smoke_test(points.variants, "cpu")
+    done, skipped = [], {}
+    for point in points.expand():
+        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
+        why = unpredictable(point)  # what cannot be predicted cannot be taken apart
+        if why is None:
+            done.append(anatomy(point))
+        else:
+            skipped[label] = why
+    return Explained([], skipped, True, done)
 
 
 META_CHUNKS = 100_000  # chunks of meta ops beyond which a prediction earns a warning before it starts
@@ -239,28 +268,31 @@ def _one_value(grid: Any, command: str) -> None:
 @dataclass(frozen=True)
 class Verified:
     """`verify`'s answer: the loss checks (the parity matrix: variant × setting × dtype ×
-    case), the sampler checks, the variants that cannot run here (name → why), and the
-    settings checked, in order. `passed`: no check failed."""
+    case), the sampler checks, the variants that cannot run on `device` (name → why), the
+    settings checked, in order, and the device they ran on. `passed`: no check failed."""
 
     losses: list[LossCheck]
     samplers: list[SamplerCheck]
     skipped: Mapping[str, str]
     settings: list[Setting] = field(default_factory=list)
+    device: str = "cpu"
 
     @property
     def passed(self) -> bool:
         return all(c.passed is not False for c in [*self.losses, *self.samplers])
 
 
-def verify(*, variant: str | None = None, dtype: str | None = None, temperature: float = 0.9, vocab: int = 16,
-           draws: int = 200_003, ce_chunk: int = 4096, **semantics: Any) -> Verified:
-    """Check the correctness claims of every variant (or of `variant`): losses and
-    gradients against a float64 reference at three shapes and two edge cases in each
-    `dtype` (default fp32), with every loss semantics off and with each alone at each of
-    its values (keywords named after the axes, `ignore_frac`, `softcap`, ...; missing =
+def verify(*, variant: str | None = None, device: str = "auto", dtype: str | None = None, temperature: float = 0.9,
+           vocab: int = 16, draws: int = 200_003, ce_chunk: int = 4096, **semantics: Any) -> Verified:
+    """Check the correctness claims of every variant (or of `variant`) on `device` ('auto',
+    'cpu', 'cuda'; default auto: cuda when a GPU is visible): losses and gradients against a
+    float64 reference at three shapes and two edge cases in each `dtype` (default: the
+    device's, cpu fp32, cuda bf16), with every loss semantics off and with each alone at each
+    of its values (keywords named after the axes, `ignore_frac`, `softcap`, ...; missing =
     `cebench.analyze.verify.DEFAULT_SETTINGS`); samplers by a chi-square test of `draws`
     draws over a `vocab`-token vocabulary."""
     from cebench.analyze.verify import SampleCase, run_all, settings
+    from cebench.core import devices
     from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
     from cebench.run.grid import check_temperature, option_text, select_variants
 
@@ -270,7 +302,8 @@ def verify(*, variant: str | None = None, dtype: str | None = None, temperature:
     matrix = settings({k: option_text(v) for k, v in semantics.items()})
 
     names = list(select_variants(variant, ",".join(WORKLOADS)))
-    dtypes = list(parse_dtypes(dtype)) if dtype is not None else ["fp32"]
+    kind = devices.resolve(device).kind
+    dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(kind))
     parse_vocab(str(vocab), "vocab")
     if draws < 100:
         raise UsageError("at least 100 draws are needed for a chi-square test", "draws")
@@ -278,8 +311,8 @@ def verify(*, variant: str | None = None, dtype: str | None = None, temperature:
         raise UsageError(f"{ce_chunk} must be a positive integer", "ce_chunk")
     check_temperature(temperature)
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
-    losses, samplers, skipped = run_all(names, dtypes, sample, matrix)
-    return Verified(losses, samplers, skipped, matrix)
+    losses, samplers, skipped = run_all(names, dtypes, sample, matrix, kind)
+    return Verified(losses, samplers, skipped, matrix, kind)
 
 
 def load(path: Path | str) -> pd.DataFrame:

@@ -46,7 +46,15 @@ def test_a_linear_peak_is_solved_by_the_chord():
     peak = Counted(lambda b: 1000 + 37 * b)
     budget = 1000 + 37 * 1234 + 36  # batch 1234 fits, 1235 does not
     assert largest_fitting(peak, budget, 1, 4096) == 1234
-    assert len(peak.asked) <= 5  # the ends, the guess, where the chord lands, and its neighbour
+    assert len(peak.asked) <= 6  # the ends, the guess and its neighbour, where the chord lands, and its neighbour
+
+
+def test_a_guess_next_to_the_answer_asks_nothing_else():
+    """Not even the batch limit, whose prediction may be the costliest (a chunked loss's chunks)."""
+    for guess in (1234, 1235):
+        peak = Counted(lambda b: 1000 + 37 * b)
+        assert largest_fitting(peak, 1000 + 37 * 1234 + 36, guess, 4096) == 1234
+        assert peak.asked == {1, 1234, 1235}
 
 
 def test_any_non_decreasing_peak_matches_brute_force():

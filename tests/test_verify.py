@@ -86,3 +86,47 @@ def test_verify_bad_input_exits_2():
                           (["--variant", "nope"], "--variant: unknown 'nope'"), (["--dtype", "fp8"], "--dtype")):
         res = runner.invoke(app, ["verify", *args])
         assert res.exit_code == 2 and message in res.output, (args, res.output)
+
+
+QUICK = ["--variant", "dense,chunked-sample", "--draws", "2000"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: auto is cuda")
+def test_verify_runs_on_the_device_given_and_takes_target_as_its_other_name():
+    runner = CliRunner()
+    default = runner.invoke(app, ["verify", *QUICK], env={"COLUMNS": "250"})
+    assert default.exit_code == 0 and "all 22 applicable checks passed" in default.output, default.output
+    for spelling in ("--device", "--target"):
+        res = runner.invoke(app, ["verify", spelling, "cpu", *QUICK], env={"COLUMNS": "250"})
+        assert res.exit_code == default.exit_code and res.output == default.output, (spelling, res.output)
+    help_text = runner.invoke(app, ["verify", "--help"], env={"COLUMNS": "200"}).output
+    assert "--device" in help_text and "--target" not in help_text and "cpu fp32; cuda bf16" in help_text
+
+
+def test_verify_takes_its_default_dtype_from_the_device_kind(monkeypatch):
+    from cebench import api
+    from cebench.analyze import verify as verify_mod
+    from cebench.core import devices
+
+    ran = {}
+    monkeypatch.setattr(devices, "resolve", lambda name, param="device": devices.get("cuda"))
+    monkeypatch.setattr(verify_mod, "run_all", lambda names, dtypes, sample, matrix, device: (
+        ran.update(dtypes=dtypes, device=device) or ([], [], {})))
+    verified = api.verify(variant="dense", device="cuda")
+    assert ran == {"dtypes": ["bf16"], "device": "cuda"} and verified.device == "cuda"
+    api.verify(variant="dense", device="cuda", dtype="fp16")
+    assert ran["dtypes"] == ["fp16"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--device", "h100-80gb"], "--device: 'h100-80gb' is a GPU to predict for, not a device to run on"),
+    (["--target", "h100-80gb"], "cebench predict --target h100-80gb"),
+    (["--device", "tpu"], "--device: 'tpu' is not one of auto, cpu, cuda"),
+    (["--device", "cpu", "--target", "cpu"], "--target: another name for --device"),
+    pytest.param(["--device", "cuda"], "--device: no CUDA GPU is visible",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")),
+])
+def test_verify_bad_device_is_one_line_and_exit_2(args, message):
+    res = CliRunner().invoke(app, ["verify", *args, "--variant", "dense"])
+    assert res.exit_code == 2 and message in res.stderr, res.output
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output

@@ -200,7 +200,7 @@ def explain(config: Config, meta: bool = False) -> Explanation:
         raise Unexplainable(reason)
     try:
         if meta:
-            tracker, base = trace(config, OpTracker)
+            tracker, base, _ = trace(config, OpTracker)
             method, timeline = PREDICTED, tracker.timeline()
         else:
             method, base, timeline = _record(config)

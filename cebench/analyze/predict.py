@@ -11,7 +11,9 @@ from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
 from cebench.losses import variants
-from cebench.measure.meta import OpaqueOp, counted, predict_peak
+from cebench.measure.meta import OpaqueOp, count_flops, counted, predict_peak
+from cebench.models import training
+from cebench.models.model import resolve_model
 from cebench.store.schema import Result, Status
 
 COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
@@ -34,8 +36,10 @@ def predict(config: Config) -> Result:
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
-    counter = FlopCounterMode(display=False)
-    try:  # the FLOPs of the same meta step, as `count_flops` counts a measured row's
+    # The FLOPs of the same meta step, as `count_flops` counts a measured row's; a model's in a step of their own:
+    # the counter's module hooks keep tensors alive through checkpointed blocks, which would raise the peak.
+    counter = None if config.has_model else FlopCounterMode(display=False)
+    try:
         reading = predict_peak(config, counter)
     except OpaqueOp as exc:
         result.status, result.error = Status.UNSUPPORTED, str(exc)
@@ -45,10 +49,30 @@ def predict(config: Config) -> Result:
         return result
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
-    result.flops = counted(counter)
+    result.flops = counted(counter) if counter is not None else count_flops(config)
+    if config.has_model:
+        _model_columns(result, config, reading.state_bytes)
     if result.flops is not None and target.bf16_flops and config.dtype in ("bf16", "fp16"):
         result.predicted_floor_ms = result.flops / target.bf16_flops * 1e3
     return result
+
+
+def unpredictable(config: Config) -> str | None:
+    """Why `config`'s variant cannot be predicted (None: it can), asked of its loss alone at
+    batch 1 (a loss that cannot be predicted cannot be inside a model either)."""
+    first = predict(training.loss_alone(replace(config, batch=1)))
+    return None if first.status == Status.OK else first.error
+
+
+def _model_columns(result: Result, config: Config, state_bytes: int | None) -> None:
+    """A model row's model columns, predicted: body_peak_bytes from its body step
+    (`training.body_config`), empty when that fails."""
+    result.n_params, result.model_state_bytes = resolve_model(config.model).n_params, state_bytes
+    result.step_peak_bytes = result.peak_bytes
+    try:
+        result.body_peak_bytes = predict_peak(training.body_config(config)).peak_bytes
+    except Exception:  # the loss's row stands; its body column stays empty
+        result.body_peak_bytes = None
 
 
 @dataclass(frozen=True)
@@ -72,15 +96,15 @@ def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: in
     """Largest b in [1, cap] with peak(b) ≤ budget (0 if none).
 
     `peak` must not decrease with b; it is typically convex and piecewise linear (the
-    maximum of a few phases, each affine in b). The bracket lo (fits) < hi (does not) is
-    shrunk from both sides: the chord between them crosses the budget where peak fits
-    when it is convex, and the tangent at hi crosses it next to where peak stops fitting;
-    on a linear piece both land on the answer. Bisection when neither made progress."""
+    maximum of a few phases, each affine in b). `guess` and its neighbour are asked first:
+    when the answer is one of them, nothing else is (not even cap, which may be costly).
+    Then the bracket lo (fits) < hi (does not) is shrunk from both sides: the chord between
+    them crosses the budget where peak fits when it is convex, and the tangent at hi crosses
+    it next to where peak stops fitting; on a linear piece both land on the answer.
+    Bisection when nothing made progress."""
     if peak(1) > budget:
         return 0
-    if peak(cap) <= budget:
-        return cap
-    lo, hi = 1, cap
+    lo, hi = 1, cap + 1
 
     def visit(b: int) -> None:
         nonlocal lo, hi
@@ -90,15 +114,22 @@ def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: in
             else:
                 hi = b
 
+    guess = max(1, min(cap, guess))
     visit(guess)
+    visit(guess + 1 if lo == guess else guess - 1)  # a guess next to the answer brackets it now
+    if hi == cap + 1 and lo < cap:
+        if peak(cap) <= budget:
+            return cap
+        hi = cap
     while hi - lo > 1:
         before = (lo, hi)
-        visit(lo + (budget - peak(lo)) * (hi - lo) // (peak(hi) - peak(lo)))
-        slope = peak(hi) - peak(hi - 1)
-        if hi - lo > 1 and slope > 0:
-            last = hi - -(-(peak(hi) - budget) // slope)  # the tangent at hi is ≤ budget up to here
-            visit(last + 1)
-            visit(last)
+        if hi <= cap:  # the chord and the tangent need the peak at hi
+            visit(lo + (budget - peak(lo)) * (hi - lo) // (peak(hi) - peak(lo)))
+            slope = peak(hi) - peak(hi - 1)
+            if hi - lo > 1 and slope > 0:
+                last = hi - -(-(peak(hi) - budget) // slope)  # the tangent at hi is ≤ budget up to here
+                visit(last + 1)
+                visit(last)
         if (lo, hi) == before:
             visit((lo + hi) // 2)
     return lo
@@ -108,8 +139,10 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     """The largest batch ≤ `max_batch` at `config`'s context whose predicted `peak_bytes`
     ≤ `budget`, every candidate predicted (peak(batch) fits, peak(batch + 1) does not).
 
-    Probes at 4, 8 and 16 chunks' worth of sequences (dense: batch 4, 8, 16) give the
-    slope of peak against batch; the search gallops from that line's boundary and bisects.
+    Probes at 8 and 16 chunks' worth of sequences (dense: batch 8, 16) give the
+    slope of peak against batch; secant steps from there find where it crosses the budget
+    (a model's step peaks in its optimizer step at small batches, in its activations at
+    large ones), and the search gallops from that guess and bisects.
     Chunked predictions cost a dozen meta ops per chunk, hence the batch limit."""
     cache: dict[int, int] = {}
 
@@ -120,13 +153,12 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
 
     h_bound = budget // (config.context * config.d_model * ITEMSIZE[config.dtype])  # h alone must fit
     cap = max(1, min(max_batch, h_bound))
-    if peak(cap) <= budget:
-        return Fit(config, cap, peak(cap), True, len(cache))
     unit = -(-(config.ce_chunk or config.context) // config.context)  # sequences per chunk (≥ 1)
-    probes = sorted({min(cap, k * unit) for k in (4, 8, 16)})
-    guess = probes[-1]
-    if len(probes) > 1 and peak(probes[-1]) > peak(probes[-2]):
-        slope = (peak(probes[-1]) - peak(probes[-2])) / (probes[-1] - probes[-2])
-        guess = probes[-1] + int((budget - peak(probes[-1])) // slope)
+    probes = sorted({min(cap, k * unit) for k in (8, 16)})
+    a, guess = probes[-2:] if len(probes) > 1 else (probes[0], probes[0])
+    for _ in range(4):  # secant steps: the peak is the maximum of a few phases, each affine in batch
+        if guess == a or peak(guess) == peak(a):
+            break
+        a, guess = guess, min(cap, max(1, guess + int((budget - peak(guess)) * (guess - a) // (peak(guess) - peak(a)))))
     batch = largest_fitting(peak, budget, guess, cap)
-    return Fit(config, batch, cache.get(batch) if batch else None, False, len(cache))
+    return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache))

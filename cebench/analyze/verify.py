@@ -9,7 +9,8 @@ error max|got − ref| / max|ref| of the loss and of the gradients of `h` and `w
 setting a variant does not support is `unsupported`, shown and never failed; N = 0 and
 every target ignored are edge cases whose outcome (a value, NaN, an exception) is shown as
 a finding. Samplers: a Pearson chi-square goodness-of-fit test of many draws against the
-exact softmax(logits / T) probabilities.
+exact softmax(logits / T) probabilities. Everything runs on one device (by default the CPU),
+the reference too.
 """
 from __future__ import annotations
 
@@ -234,11 +235,11 @@ def _errors(got: Outcome, want: Outcome) -> dict[str, float]:
                                                        (want.loss, *want.grads), strict=True)}
 
 
-def _inputs(case: LossCase, dtype: str, setting: Setting) -> tuple[Config, inputs.Inputs]:
-    """The case's inputs at `dtype` (fixed seed), h scaled so the logits' std is about
-    `LOGIT_STD`; with `all_ignored`, every target padding."""
+def _inputs(case: LossCase, dtype: str, setting: Setting, device: str = "cpu") -> tuple[Config, inputs.Inputs]:
+    """The case's inputs at `dtype` on `device` (fixed seed), h scaled so the logits' std is
+    about `LOGIT_STD`; with `all_ignored`, every target padding."""
     semantics = setting.semantics
-    config = Config("dense", LOSS, "cpu", dtype, case.tokens, 1, case.vocab, case.d_model, case.ce_chunk,
+    config = Config("dense", LOSS, device, dtype, case.tokens, 1, case.vocab, case.d_model, case.ce_chunk,
                     **semantics)
     x = inputs.make(config)
     scale = LOGIT_STD * math.sqrt(case.d_model)
@@ -246,7 +247,7 @@ def _inputs(case: LossCase, dtype: str, setting: Setting) -> tuple[Config, input
     if case.all_ignored:
         x.targets = torch.full_like(x.targets, inputs.IGNORE_INDEX)
     if x.upstream is None:
-        x.upstream = torch.tensor(UPSTREAM)
+        x.upstream = torch.tensor(UPSTREAM, device=x.h.device)
     return config, x
 
 
@@ -274,10 +275,11 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
         if abs(got.loss.double().item() / want.item() - share) < 10 * tol:
             return (f"loss = reference × {share:.3g}, the share of real targets: it divides by every row, not "
                     "by the targets kept")
+    scalar = torch.tensor(UPSTREAM, dtype=torch.float64, device=h.device)
     for name in features:
         without = {k: v for k, v in features.items() if k != name}
         plain = _run(reference, h, w, x.targets, case.ce_chunk, without,
-                     x.upstream.double() if name != "reduction" else torch.tensor(UPSTREAM, dtype=torch.float64))
+                     x.upstream.double() if name != "reduction" else scalar)
         if plain.loss is not None and got.loss.shape == plain.loss.shape and max(_errors(got, plain).values()) <= tol:
             return f"matches the reference without {BY_NAME[name].label.format(semantics[name])}: not applied"
     ones = _run(reference, h, w, x.targets, case.ce_chunk, features, torch.ones_like(x.upstream, dtype=torch.float64))
@@ -287,11 +289,11 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
     return ""
 
 
-def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF) -> LossCheck:
-    """`variant` at one case, dtype and setting against the float64 reference (see the
-    module's docstring)."""
+def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF, device: str = "cpu") -> LossCheck:
+    """`variant` at one case, dtype and setting on `device` (a kind: 'cpu', 'cuda') against
+    the float64 reference, computed there too (see the module's docstring)."""
     tol = TOLERANCE[dtype]
-    config, x = _inputs(case, dtype, setting)
+    config, x = _inputs(case, dtype, setting, device)
     lacking = variants.get(variant).lacks(replace(config, variant=variant))
     if lacking:
         return LossCheck(variant, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True)
@@ -304,7 +306,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF
             note = "0.0 for no rows: the seed's own convention (torch's mean over no targets is NaN)"
             return LossCheck(variant, case, dtype, {}, tol, zero, note, setting, outcome)
         return LossCheck(variant, case, dtype, {}, tol, None, "", setting, outcome)
-    if got.interpreter and "cpu" in variants.get(variant).interpreted_on:  # a limit of the interpreter, not a finding
+    if got.interpreter and device in variants.get(variant).interpreted_on:  # a limit of the interpreter, not a finding
         return LossCheck(variant, case, dtype, {}, tol, None, f"Triton's interpreter cannot run it: {got.raised}",
                          setting, "interpreter", unsupported=True)
     if got.raised:
@@ -330,17 +332,17 @@ def chi_square_p_value(statistic: float, dof: int) -> float:
                                    torch.tensor(statistic / 2, dtype=torch.float64)).item()
 
 
-def verify_sampler(variant: str, case: SampleCase) -> SamplerCheck:
-    """Pearson chi-square of the draws against softmax(logits / T), pooled over the
-    groups (degrees of freedom: groups × (vocab − 1))."""
+def verify_sampler(variant: str, case: SampleCase, device: str = "cpu") -> SamplerCheck:
+    """Pearson chi-square of the draws on `device` against softmax(logits / T), pooled over
+    the groups (degrees of freedom: groups × (vocab − 1)); the same inputs on every device."""
     gen = torch.Generator().manual_seed(SEED)
     std = 1 / math.sqrt(case.d_model)
     # Logits of std ~2: at vocab 16 probabilities from ~0.3 down to ~0.003, far from flat.
     distinct = torch.randn(case.groups, case.d_model, generator=gen) * std * 2
     w = torch.randn(case.vocab, case.d_model, generator=gen) * std * 2
     group = torch.arange(case.rows) % case.groups
-    h = distinct[group]
-    tokens = _draw(variant, h, w, case)
+    h, w_on = distinct[group].to(device), w.to(device)
+    tokens = _draw(variant, h, w_on, case).cpu()
     probs = torch.softmax((distinct.double() @ w.double().T) / case.temperature, dim=-1)
     observed = torch.zeros(case.groups, case.vocab, dtype=torch.float64)
     observed.index_put_((group, tokens), torch.ones(case.rows, dtype=torch.float64), accumulate=True)
@@ -353,20 +355,21 @@ def verify_sampler(variant: str, case: SampleCase) -> SamplerCheck:
         notes.append(f"smallest expected count {expected.min().item():.1f} < 5: χ² is loose, raise --draws")
     baseline = variants.baseline(SAMPLE)
     if baseline is not None and variant != baseline:
-        same = (tokens == _draw(baseline, h, w, case)).double().mean().item()
+        same = (tokens == _draw(baseline, h, w_on, case).cpu()).double().mean().item()
         notes.append(f"{same:.1%} of draws equal {baseline}'s under the same seed")
     return SamplerCheck(variant, case, statistic, dof, p, p >= P_VALUE_FLOOR, "; ".join(notes))
 
 
-def run_all(names: list[str], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,)
-            ) -> tuple[list[LossCheck], list[SamplerCheck], dict[str, str]]:
-    """Every check for the named variants that run on this CPU: loss variants at each
-    setting of `matrix`, case (edge cases with every semantics off) and dtype, samplers
-    once each; and the variants that cannot run here, with why."""
-    skipped = {n: r for n in names if (r := variants.get(n).unsupported_reason("cpu"))}
+def run_all(names: list[str], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,),
+            device: str = "cpu") -> tuple[list[LossCheck], list[SamplerCheck], dict[str, str]]:
+    """Every check on `device` (a kind, available here; default the CPU) for the named
+    variants that run there: loss variants at each setting of `matrix`, case (edge cases
+    with every semantics off) and dtype, samplers once each; and the variants that cannot
+    run there, with why."""
+    skipped = {n: r for n in names if (r := variants.get(n).unsupported_reason(device))}
     names = [n for n in names if n not in skipped]
-    variants.smoke_test(names, "cpu")
-    loss_checks = [verify_loss(n, case, d, setting) for n in names if variants.get(n).workload == LOSS
+    variants.smoke_test(names, device)
+    loss_checks = [verify_loss(n, case, d, setting, device) for n in names if variants.get(n).workload == LOSS
                    for d in dtypes for setting in matrix for case in LOSS_CASES if setting == OFF or not case.edge]
-    sampler_checks = [verify_sampler(n, sample) for n in names if variants.get(n).workload == SAMPLE]
+    sampler_checks = [verify_sampler(n, sample, device) for n in names if variants.get(n).workload == SAMPLE]
     return loss_checks, sampler_checks, skipped

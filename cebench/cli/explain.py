@@ -17,6 +17,7 @@ from cebench.render.table import Column, Table
 from cebench.run.grid import grid_params
 
 if TYPE_CHECKING:
+    from cebench.analyze.anatomy import Anatomy
     from cebench.analyze.explain import Explanation
 
 KINDS_NOTE = ("kinds: gradient = a tensor of h's or weight's shape and dtype; saved = made in the forward (or "
@@ -87,6 +88,48 @@ def breakdown_table(e: Explanation) -> Table:
     return table
 
 
+def anatomy_table(anatomies: list[Anatomy]) -> Table:
+    """One row per variant and ce_chunk: the predicted step peak, each part's bytes at it, and
+    the part of the step it falls in."""
+    from cebench.analyze.anatomy import PARTS
+    from cebench.render.anatomy_plot import label
+
+    c = anatomies[0].config
+    columns = [Column("variant", "variant", right=False), Column("peak", "step peak"),
+               *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False)]
+    table = Table(columns, title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
+                                 f"{c.activation_checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
+                                 f"{c.device} (predicted on meta)")
+    for a in anatomies:
+        table.add_row(label(a), format_bytes(a.peak_bytes), *(format_bytes(a.parts[p]) for p in PARTS), a.when)
+    table.notes.append("parts at the peak: parameters and optimizer state exist before the step; gradients = the "
+                       "parameters' .grad made in the backward; activations = the body's forward saved (or recomputed) "
+                       "for its backward; loss = made from the loss's call until the gradient of h is ready; optimizer "
+                       "step = its temporaries; other = the token ids and targets, the body backward's temporaries, "
+                       "workspaces")
+    return table
+
+
+def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path: Path | None, as_json: bool,
+                    wide: bool, columns: list[str] | None) -> None:
+    """`explain --model`'s output: the parts table and the bar figure, or the JSON document."""
+    from dataclasses import asdict
+
+    from cebench.render.anatomy_plot import save
+
+    path = save(anatomies, out_path or default_out()) if out_path is not None or not as_json else None
+    if as_json:
+        import cebench
+
+        typer.echo(json.dumps({"cebench_version": cebench.__version__, "figure": None if path is None else str(path),
+                               "anatomies": [{**asdict(a.config), "peak_bytes": a.peak_bytes, "parts": a.parts,
+                                              "peak_in": a.when} for a in anatomies],
+                               "not_explained": skipped}, indent=2))
+        return
+    print_table(anatomy_table(anatomies), wide, columns)
+    out.print(f"figure → {path}", highlight=False, soft_wrap=True)
+
+
 @command(name="explain")
 @with_axes(single=ONE_POINT,
            defaults={"batch": "Default: the largest of sweep's defaults: cpu 8; cuda 32."})
@@ -120,7 +163,12 @@ def explain_command(
     """
     from cebench import api
 
-    check_columns(columns, [c.key for c in BREAKDOWN_COLUMNS])  # before the work, as --out
+    if ctx.params.get("model") not in (None, "none"):  # a model's step is shown part by part
+        from cebench.analyze.anatomy import PARTS
+
+        check_columns(columns, ["variant", "peak", *PARTS, "when"])
+    else:
+        check_columns(columns, [c.key for c in BREAKDOWN_COLUMNS])  # before the work, as --out
     if out_path is not None:
         check_out(out_path)
     with err.status("explaining…"):
@@ -132,6 +180,9 @@ def explain_command(
     done, skipped = explained.explanations, dict(explained.not_explained)
     for label, why in skipped.items():
         err.print(f"not explained: {label}: {why}", style="yellow", highlight=False)
+    if explained.anatomies:
+        _show_anatomies(explained.anatomies, skipped, out_path, as_json, wide, columns)
+        return
 
     import torch
 

@@ -1,6 +1,7 @@
 """`cebench predict` and `cebench fit`: peak memory at any size, without the hardware."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,14 +71,19 @@ def predict_command(
         out.print(f"{len(rows)} rows → {out_path}", highlight=False)
 
 
-def fit_table(fits: list[Fit], budget: int, measured: dict[int, Result]) -> Table:
-    """One row per variant and ce_chunk; the most tokens highlighted."""
+def fit_table(fits: list[Fit], budget: int, measured: Mapping[int, Result], alone: Mapping[int, Fit]) -> Table:
+    """One row per variant and ce_chunk, with the loss alone's answer where `alone` has one;
+    the most tokens highlighted."""
     best = max(range(len(fits)), key=lambda i: (fits[i].tokens, -(fits[i].peak_bytes or 0)))
     base = variants.baseline(LOSS)
     base_batch = next((f.batch for f in fits if f.config.variant == base), None)
     specs = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("batch", "max batch", 0), ("tokens", "tokens", 1),
              ("peak_bytes", "predicted peak", 0), ("of_budget", "of budget", 2), ("vs_base", f"vs {base}", 1),
              ("predictions", "predictions", 3)]
+    if alone:
+        specs[3:3] = [("alone", "loss alone", 0), ("alone_vs_base", f"alone vs {base}", 2)]
+        alone_base = next((alone[i].batch for i, f in enumerate(fits) if f.config.variant == base and i in alone),
+                          None)
     if measured:
         specs.append(("measured", "measured peak", 0))
     table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
@@ -88,6 +94,10 @@ def fit_table(fits: list[Fit], budget: int, measured: dict[int, Result]) -> Tabl
                  f"{f.tokens:,}", format_bytes(f.peak_bytes),
                  "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
                  "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×", str(f.predictions)]
+        if alone:
+            a = alone.get(i)
+            cells[3:3] = ["–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
+                          "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×"]
         if measured:
             r = measured.get(i)
             cells.append("–" if r is None else format_bytes(r.peak_bytes) if r.status == "ok" else r.status)
@@ -129,10 +139,15 @@ def fit_command(
                          **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
-    print_table(fit_table(fitted.fits, fitted.budget, fitted.measured), wide, columns)
+    print_table(fit_table(fitted.fits, fitted.budget, fitted.measured, fitted.alone), wide, columns)
     c = fitted.fits[0].config
     from cebench.core import devices
 
     workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
+    inputs = "the inputs h, weight, targets"
+    if c.has_model:
+        inputs = (f"the whole training step of {c.model}: parameters, gradients, {c.optimizer} state, activations "
+                  f"(checkpointing {c.activation_checkpointing}), the loss; loss alone: the loss step by itself at "
+                  f"the same vocab and d_model, with {inputs}")
     out.print(f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
-              f"for {c.device} (peak includes the inputs h, weight, targets{workspaces}).", highlight=False)
+              f"for {c.device} (peak includes {inputs}{workspaces}).", highlight=False)

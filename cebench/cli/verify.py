@@ -8,14 +8,16 @@ import typer
 from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
-from cebench.cli.options import Columns, Temperature, VariantNames, Wide, with_axes
-from cebench.core.axes import SEMANTICS
+from cebench.cli.options import DEVICE_HELP, Columns, DeviceAlias, Temperature, VariantNames, Wide, one_name, with_axes
+from cebench.core.axes import MODEL_AXES, SEMANTICS
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
     from cebench.analyze.verify import LossCheck, SamplerCheck, Setting
 
-SHAPES_ONLY = ("batch", "context", "vocab", "d_model", "ce_chunk")
+# What verify does not take: its shapes are its own; a step's steady state and a model's step are not a loss's
+# semantics (verify checks values, which they do not change).
+NOT_VERIFIED = ("batch", "context", "vocab", "d_model", "ce_chunk", "grads", "retain_graph", *MODEL_AXES)
 
 
 def _verdict(passed: bool | None) -> Text:
@@ -138,11 +140,12 @@ def sampler_table(checks: list[SamplerCheck]) -> Table:
 
 
 @command()
-@with_axes(skip=SHAPES_ONLY, defaults={"dtype": "Default: fp32.",
-                                       **{a.name: f"Default: {a.verify}." for a in SEMANTICS}})
+@with_axes(skip=NOT_VERIFIED, defaults={a.name: f"Default: {a.verify}." for a in SEMANTICS})
 def verify(
     ctx: typer.Context,
     variant: VariantNames = None,
+    device: str = typer.Option(None, metavar="DEVICE", show_default=False, help=DEVICE_HELP),
+    target: DeviceAlias = None,
     temperature: Temperature = 0.9,
     vocab: int = typer.Option(16, help="Vocabulary of the sampler test (≥ 2; small, so each token gets many draws)."),
     draws: int = typer.Option(200_003, help="Draws per sampler (rows of h, cycling over 4 distinct hidden states)."),
@@ -156,26 +159,29 @@ def verify(
     Loss variants (compiled ones and peers included), as a parity matrix: each variant with
     every loss semantics off and with each alone at each value given (--ignore-frac,
     --softcap, --label-smoothing, --z-loss, --reduction; 0 or mean leaves one out), in each
-    --dtype, against a float64 reference with torch's definitions, backpropagating a
-    non-uniform upstream gradient. The error is max|got − ref| / max|ref| of the loss, ∇h and
-    ∇weight at three shapes (N divisible by ce_chunk, not divisible, ce_chunk > N). What a
-    mismatch looks like is said where it can be told. N = 0 and every target ignored are
-    edge cases: what each variant does there is shown. A setting a variant does not support
-    is shown, not failed. Samplers: a Pearson chi-square test of the draws against the exact
-    softmax(logits / T) probabilities; a p-value below 0.001 fails.
+    --dtype on --device, against a float64 reference with torch's definitions (computed there
+    too), backpropagating a non-uniform upstream gradient. The error is max|got − ref| /
+    max|ref| of the loss, ∇h and ∇weight at three shapes (N divisible by ce_chunk, not
+    divisible, ce_chunk > N). What a mismatch looks like is said where it can be told. N = 0
+    and every target ignored are edge cases: what each variant does there is shown. A
+    setting a variant does not support is shown, not failed. Samplers: a Pearson chi-square
+    test of the draws against the exact softmax(logits / T) probabilities; a p-value below
+    0.001 fails.
 
     Exit codes: 0 every check passed, 1 a check failed, 2 bad input.
     """
     from cebench import api
     from cebench.analyze.verify import LOSS_CASES
 
+    device = one_name(device, target, "device", "target", "auto")
     semantics = {a.name: ctx.params[a.name] for a in SEMANTICS if ctx.params.get(a.name) is not None}
     with out.status("verifying (compiled variants compile once per variant, dtype and setting)…"):
-        verified = api.verify(variant=variant, dtype=ctx.params["dtype"], temperature=temperature, vocab=vocab,
-                              draws=draws, ce_chunk=ce_chunk, **semantics)
+        verified = api.verify(variant=variant, device=device, dtype=ctx.params["dtype"], temperature=temperature,
+                              vocab=vocab, draws=draws, ce_chunk=ce_chunk, **semantics)
     loss_checks, sampler_checks = verified.losses, verified.samplers
+    here = "this CPU" if verified.device == "cpu" else "this GPU"
     for name, reason in verified.skipped.items():
-        out.print(f"not checked (cannot run on this CPU): {name}: {reason}", style="yellow", highlight=False)
+        out.print(f"not checked (cannot run on {here}): {name}: {reason}", style="yellow", highlight=False)
     if loss_checks:
         for dtype in dict.fromkeys(c.dtype for c in loss_checks):
             print_table(matrix_table(loss_checks, verified.settings, dtype), wide, columns)

@@ -108,6 +108,8 @@ def parse_unit_interval(text: str, param: str) -> tuple[float, ...]:
 
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
 GRADS: tuple[str, ...] = ("none", "keep")
+OPTIMIZERS: tuple[str, ...] = ("none", "sgd", "adamw")  # torch.optim's, with their defaults
+CHECKPOINTING: tuple[str, ...] = ("none", "blocks")
 _YES, _NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off")
 
 
@@ -123,6 +125,26 @@ def _parse_choices(text: str, param: str, choices: tuple[str, ...]) -> tuple[str
 def parse_grads(text: str, param: str) -> tuple[str, ...]:
     """'none,keep' → ('none', 'keep'): each one of `GRADS`."""
     return _parse_choices(text, param, GRADS)
+
+
+def parse_optimizers(text: str, param: str) -> tuple[str, ...]:
+    """'adamw,none' → ('adamw', 'none'): each one of `OPTIMIZERS`."""
+    return _parse_choices(text, param, OPTIMIZERS)
+
+
+def parse_checkpointing(text: str, param: str) -> tuple[str, ...]:
+    """'none,blocks' → ('none', 'blocks'): each one of `CHECKPOINTING`."""
+    return _parse_choices(text, param, CHECKPOINTING)
+
+
+def parse_models(text: str, param: str) -> tuple[str, ...]:
+    """'gpt2,cfg.json' → ('gpt2', 'cfg.json'): model names as given (`cebench.models`
+    resolves and checks them), duplicates dropped; 'none': the loss alone, never beside a model."""
+    values = _unique(split(text, param))
+    if "none" in values and len(values) > 1:
+        raise UsageError("'none' (the loss alone) and a model cannot share one grid: their vocab and d_model differ",
+                         param)
+    return values
 
 
 def parse_switch(text: str, param: str) -> tuple[str, ...]:
@@ -264,7 +286,25 @@ AXES: tuple[Axis, ...] = (
          "ends.", "Call backward(..., retain_graph=True).", parse_switch, {"*": "no"}, "text", "",
          "`yes`: the step calls `backward(..., retain_graph=True)`, so the saved tensors live until it ends",
          added=5, off="no", label="retain graph", short="retain", switch=True),
+    # The model whose training step the loss runs in (its vocab and d_model are the model's), and that step's
+    # optimizer and activation checkpointing; a loss alone has neither.
+    Axis("model", "Models whose training step the loss runs in, comma-separated: a preset (cebench models), a "
+         "Hugging Face config.json, or path/to/file.py:build / package.module:build; the model sets vocab and "
+         "d_model.", "Model whose training step the loss runs in: a preset (cebench models), a config.json, or "
+         "file.py:build / package.module:build.", parse_models, {"*": "none"}, "text", "",
+         "the model whose training step the loss ran in (a preset, a config.json path or a build); `none`: the "
+         "loss alone", added=6, off="none", metavar="MODEL", label="{}", short="{}"),
+    Axis("optimizer", "Optimizers of the model's step: none, sgd, adamw (torch.optim's, default settings); with "
+         "--model.", "Optimizer of the model's step: none, sgd or adamw (with --model).", parse_optimizers,
+         {"*": "adamw"}, "text", "", "`none`, `sgd` or `adamw` (torch.optim's, default settings): the optimizer "
+         "step of a `model` row; `none` for the loss alone", added=6, off="none", label="{}", short="{}"),
+    Axis("activation_checkpointing", "Activation checkpointing of the model's blocks: none, blocks (each block "
+         "under torch.utils.checkpoint, non-reentrant); with --model.", "Activation checkpointing: none or blocks "
+         "(with --model).", parse_checkpointing, {"*": "none"}, "text", "", "`none` or `blocks` (each block of the "
+         "model under `torch.utils.checkpoint`, non-reentrant)", added=6, off="none", label="checkpointing {}",
+         short="ac {}"),
 )
+MODEL_AXES: tuple[str, ...] = ("model", "optimizer", "activation_checkpointing")  # a point with a model only
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 SEMANTICS: tuple[Axis, ...] = tuple(a for a in AXES if a.loss_only)  # the loss's semantics, padding included
 FEATURES: tuple[Axis, ...] = tuple(a for a in AXES if a.keyword)  # those a variant must take as keywords

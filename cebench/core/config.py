@@ -50,6 +50,12 @@ class _Point:
     vocab: int
     d_model: int
     reduction: str
+    model: str
+
+    @property
+    def has_model(self) -> bool:
+        """Whether the loss runs inside a model's training step (`model` is not 'none')."""
+        return self.model != "none"
 
     @property
     def tokens(self) -> int:

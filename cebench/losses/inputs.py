@@ -39,7 +39,6 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
     device = torch.device(device if device is not None else config.device)
     gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
     std = 1.0 / math.sqrt(config.d_model)
-    n = config.tokens
 
     def normal(*shape: int) -> torch.Tensor:
         if device.type == "meta":
@@ -48,18 +47,25 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
             t = (torch.randn(*shape, generator=gen, device=device) * std).to(config.torch_dtype)
         return t.requires_grad_(requires_grad)
 
-    h = normal(n, config.d_model)
+    h = normal(config.tokens, config.d_model)
     weight = normal(config.vocab, config.d_model)
-    upstream = None
+    return Inputs(h, weight, *labels(config, device, gen))
+
+
+def labels(config: Config, device: torch.device, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The (N,) int64 targets of `config` (round(N × ignore_frac) of them `IGNORE_INDEX`, at
+    random) and, for the loss workload with reduction none, the upstream gradient of its
+    per-row losses (else None), drawn from `gen` after whatever the caller drew; on `meta`
+    their shapes alone."""
+    n = config.tokens
+    with_upstream = config.workload == LOSS and config.reduction == "none"
     if device.type == "meta":
-        targets = torch.empty(n, dtype=torch.long, device=device)
-        if requires_grad and config.reduction == "none":
-            upstream = torch.empty(n, device=device)
-    else:
-        targets = torch.randint(0, config.vocab, (n,), generator=gen, device=device)
-        ignored = round(n * config.ignore_frac)
-        if ignored:  # padding: these rows' targets are ignore_index, placed at random with the same seed
-            targets[torch.randperm(n, generator=gen, device=device)[:ignored]] = IGNORE_INDEX
-        if requires_grad and config.reduction == "none":  # drawn last: the other draws stay as they were
-            upstream = torch.rand(n, generator=gen, device=device) + 0.5
-    return Inputs(h, weight, targets, upstream)
+        return (torch.empty(n, dtype=torch.long, device=device),
+                torch.empty(n, device=device) if with_upstream else None)
+    targets = torch.randint(0, config.vocab, (n,), generator=gen, device=device)
+    ignored = round(n * config.ignore_frac)
+    if ignored:  # padding: these rows' targets are ignore_index, placed at random with the same seed
+        targets[torch.randperm(n, generator=gen, device=device)[:ignored]] = IGNORE_INDEX
+    # drawn last: the other draws stay as they were
+    upstream = torch.rand(n, generator=gen, device=device) + 0.5 if with_upstream else None
+    return targets, upstream

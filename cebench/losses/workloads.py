@@ -59,8 +59,14 @@ def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -
 
     def check() -> str:
         loss = forward()
-        bad = loss.numel() - int(torch.isfinite(loss.detach()).sum())
+        problem = not_finite(loss)
         loss.backward(inputs.upstream, retain_graph=retain)
-        return f"the loss is not finite ({bad} of {loss.numel()} values nan or inf)" if bad else ""
+        return problem
 
     return Step(prepare, run, check)
+
+
+def not_finite(loss: torch.Tensor) -> str:
+    """What is wrong with `loss` when some of its values are NaN or infinite, else ''."""
+    bad = loss.numel() - int(torch.isfinite(loss.detach()).sum())
+    return f"the loss is not finite ({bad} of {loss.numel()} values nan or inf)" if bad else ""

@@ -19,11 +19,13 @@ from torch.profiler import ProfilerActivity, profile
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Bytes live before the step (`base_bytes`) and at its highest point (`peak_bytes`)."""
+    """Bytes live before the step (`base_bytes`) and at its highest point (`peak_bytes`); a
+    model's step also has `state_bytes`: its parameters + gradients + optimizer state."""
 
     base_bytes: int
     peak_bytes: int
     method: str
+    state_bytes: int | None = None
 
     @property
     def peak_delta_bytes(self) -> int:

@@ -4,23 +4,28 @@ FLOPs it does, without allocating or computing anything.
 `config.device` is the *target*: every storage is charged what its allocator charges
 (`Device.block_bytes`: CUDA's caching allocator's 512-byte blocks and its block-split rule;
 CPU: exact bytes), and a named GPU target's cuBLAS workspaces count in the base. With
-`grads` keep, one step runs first (untracked) so that the measured one starts with its
-gradients. Real sweeps count their rows' FLOPs here too.
+`grads` keep, or a model's step (whose optimizer keeps state), one step runs first
+(untracked) so that the measured one starts in steady state. Real sweeps count their rows'
+FLOPs here too.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections.abc import Callable
 from typing import TypeVar
 
+import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from cebench.core import devices
 from cebench.core.config import Config
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
-from cebench.losses.workloads import make_step
+from cebench.losses.workloads import Step, make_step
 from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import StorageTracker, watch_rng_states
+from cebench.models import training as training_mod
 from cebench.store.schema import PREDICTED
 
 Tracker = TypeVar("Tracker", bound=StorageTracker)
@@ -31,23 +36,22 @@ class OpaqueOp(Exception):
 
 
 def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
-          counter: FlopCounterMode | None = None) -> tuple[Tracker, int]:
+          counter: FlopCounterMode | None = None) -> tuple[Tracker, int, int | None]:
     """One step of `config` on `meta` inputs under a new `tracker_type` (and `counter`, which
-    counts that step alone): the tracker after it, and the bytes of the storages the step
-    starts with (inputs, and kept gradients) on the target device. Nothing is allocated or
-    computed. The RNG states saved by checkpointing count too where they live in the
-    target's memory (`Device.host_rng_states_count`: on CPU, not on CUDA). `OpaqueOp`
-    when the step ran a custom op."""
+    counts that step alone): the tracker after it, the bytes of the storages the step
+    starts with (inputs, kept gradients; a model's parameters and optimizer state) on the
+    target device, and a model's parameters + gradients + optimizer state there (else
+    None). Nothing is allocated or computed. The RNG states saved by checkpointing count too
+    where they live in the target's memory (`Device.host_rng_states_count`: on CPU, not on
+    CUDA), and so do the host tensors an optimizer keeps. `OpaqueOp` when the step ran a
+    custom op."""
     target = devices.get(config.device)
-    x = inputs_mod.make(config, device="meta")
-    fn = variants.get(config.variant).load()
-    if config.grads == "keep":  # the previous step, which leaves its gradients behind
-        warm = make_step(fn, x, config)
-        warm.prepare()
-        warm.run()
-    before = x.tensors()
-    tracker = tracker_type(ignore=before, granularity=target.block_bytes)
-    step = make_step(tracker.wrap(fn), x, config)
+    fn, make, before, training = _steady(config)
+    on = _on(config)
+    state = None if training is None else training.state_bytes(target.block_bytes, lambda t: t.device.type in on)
+    before = [t for t in before if t.device.type in on]
+    tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
+    step = make(tracker.wrap(fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_rng_states_count else contextlib.nullcontext()
     with tracker, rng, counter if counter is not None else contextlib.nullcontext():
@@ -56,7 +60,53 @@ def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
         raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
                        "its outputs, not its internal buffers, so its peak cannot be predicted; measure it with "
                        "cebench sweep")
-    return tracker, storage_bytes(before, target.block_bytes)
+    return tracker, storage_bytes(before, target.block_bytes), state
+
+
+def _steady(config: Config) -> tuple[Callable[..., torch.Tensor], Callable[[Callable[..., torch.Tensor]], Step],
+                                      tuple[torch.Tensor, ...], training_mod.Training | None]:
+    """`config`'s loss function, how to make its step on `meta` around a (wrapped) loss,
+    the tensors that step starts with in steady state (kept gradients, after one untracked
+    step; a model's optimizer state, as `_model` gives it), and a model's training state
+    (None without a model)."""
+    if config.has_model:
+        fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
+        model = _model(config.model, config.dtype, config.device, config.optimizer, config.activation_checkpointing)
+        training = training_mod.make(config, device="meta", model=model)
+        return fn, lambda loss: training_mod.make_step(loss, training, config), training.tensors(), training
+    x = inputs_mod.make(config, device="meta")
+    fn = variants.get(config.variant).load()
+    if config.grads == "keep":  # the previous step, which leaves its gradients behind
+        warm = make_step(fn, x, config)
+        warm.prepare()
+        warm.run()
+    return fn, lambda loss: make_step(loss, x, config), x.tensors(), None
+
+
+def _on(config: Config) -> frozenset[str]:
+    """The kinds of device whose tensors a step on meta for `config`'s target counts: meta
+    (standing in for the target), and the host's own where the target is the host."""
+    return frozenset({"meta", "cpu"}) if devices.get(config.device).host_rng_states_count else frozenset({"meta"})
+
+
+def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """A model point's parameters and its optimizer's state on meta, as a step in steady
+    state starts with them; of the state, the tensors in the target's memory."""
+    built, optimizer = _model(config.model, config.dtype, config.device, config.optimizer,
+                              config.activation_checkpointing)
+    on = _on(config)
+    return built.params, [t for t in training_mod.optimizer_state(optimizer) if t.device.type in on]
+
+
+@functools.lru_cache(maxsize=4)
+def _model(model: str, dtype: str, target: str, optimizer: str, checkpointing: str,
+           ) -> tuple[training_mod.Built, torch.optim.Optimizer | None]:
+    """A model on `meta` for `target` with its optimizer's state (`training.make_model`),
+    shared by the steps of every shape, loss and body: nothing on meta changes."""
+    point = Config(variant=training_mod.BODY, workload="loss", device=target, dtype=dtype, batch=1, context=1,
+                   vocab=2, d_model=1, ce_chunk=None, model=model, optimizer=optimizer,
+                   activation_checkpointing=checkpointing)
+    return training_mod.make_model(point, torch.device("meta"))
 
 
 def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> MemoryReading:
@@ -65,10 +115,10 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> Memo
     sweep's measured step starts with: the inputs' storages (and kept gradients), and on a
     named GPU one cuBLAS workspace per thread that ran a matmul (the forward's, the autograd
     engine's), which the sweep's warm-up creates; the peak adds what the step holds at its
-    highest point."""
-    tracker, base = trace(config, counter=counter)
+    highest point; a model's step, its `state_bytes` too."""
+    tracker, base, state = trace(config, counter=counter)
     base += devices.get(config.device).workspace_bytes * len(tracker.blas)
-    return MemoryReading(base, base + tracker.peak, PREDICTED)
+    return MemoryReading(base, base + tracker.peak, PREDICTED, state)
 
 
 INT64_MAX = 2**63 - 1

@@ -50,12 +50,15 @@ class StorageTracker(TorchDispatchMode):
     """Running total (`current`) and high-water mark (`peak`) of new storages, in bytes,
     each rounded up to `granularity`, or charged as `granularity(nbytes)` says when it is a
     function (a target's `Device.block_bytes`). `blas` holds the phases ('forward',
-    'backward': the autograd engine's thread) in which a cuBLAS op (a matmul) ran."""
+    'backward': the autograd engine's thread) in which a cuBLAS op (a matmul) ran.
+    `device_types`: count only storages on these kinds of device (None: every one; a step on
+    `meta` for a GPU leaves out the host tensors an optimizer makes)."""
 
     def __init__(self, ignore: Iterable[torch.Tensor] = (),
-                 granularity: int | Callable[[int], int] = 1) -> None:
+                 granularity: int | Callable[[int], int] = 1, device_types: frozenset[str] | None = None) -> None:
         super().__init__()
         self.granularity = granularity
+        self._types = device_types
         self._block = granularity if callable(granularity) else (lambda n: round_up(n, granularity))
         self.blas: set[str] = set()
         self.current = 0
@@ -85,7 +88,7 @@ class StorageTracker(TorchDispatchMode):
         """Count `tensor`'s storage (once; again if it was resized)."""
         storage = tensor.untyped_storage()
         key = storage._cdata  # the StorageImpl's address: the same for every view
-        if key in self._ignored:
+        if key in self._ignored or (self._types is not None and storage.device.type not in self._types):
             return
         nbytes = self._block(storage.nbytes())
         old = self._sizes.get(key)
@@ -99,7 +102,7 @@ class StorageTracker(TorchDispatchMode):
         self._changed(key, tensor)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.namespace not in ("aten", "prims"):
+        if func.namespace not in ("aten", "prims", "profiler"):  # profiler: record_function marks (optimizers)
             self.opaque.add(str(func))
         elif func._schema.name.removeprefix("aten::") in BLAS_OPS:
             self.blas.add(FORWARD if torch._C._current_autograd_node() is None else BACKWARD)
@@ -118,8 +121,8 @@ class OpTracker(StorageTracker):
     forward returns (`wrap`); the recording ends with the `with` block."""
 
     def __init__(self, ignore: Iterable[torch.Tensor] = (),
-                 granularity: int | Callable[[int], int] = 1) -> None:
-        super().__init__(ignore, granularity)
+                 granularity: int | Callable[[int], int] = 1, device_types: frozenset[str] | None = None) -> None:
+        super().__init__(ignore, granularity, device_types)
         self._builder = TimelineBuilder()
         self._recording = True
         self._backward = False

@@ -53,11 +53,15 @@ class Built:
         return self.head.shape[1]
 
     @property
+    def params(self) -> list[torch.Tensor]:
+        """The body's parameters and the head, each tensor once (a tied head is the
+        embedding's)."""
+        return list({id(p): p for p in (*self.body.parameters(), self.head)}.values())
+
+    @property
     def n_params(self) -> int:
-        """Elements of the body's parameters and the head, each tensor once (a tied head is
-        not counted twice)."""
-        unique = {id(p): p for p in (*self.body.parameters(), self.head)}
-        return sum(p.numel() for p in unique.values())
+        """Elements of `params`."""
+        return sum(p.numel() for p in self.params)
 
 
 def check(returned: object, where: str) -> Built:

@@ -27,6 +27,7 @@ from torch.torch_version import TorchVersion
 from torch.utils.checkpoint import checkpoint
 
 from cebench.core.errors import UsageError
+from cebench.models.attention import attend, kernel_for
 from cebench.models.spec import ModelSpec
 
 _SDPA_GQA = TorchVersion(torch.__version__) >= "2.5"  # has enable_gqa (older releases: k, v always repeated)
@@ -37,19 +38,22 @@ class Decoder(nn.Module):
     norm applied. `head` is the output projection's weight (vocab, d_model): the embedding's
     when the spec ties them. `checkpointing`: each block runs under
     `torch.utils.checkpoint` (non-reentrant) when gradients are on, so that only its input
-    is kept for backward."""
+    is kept for backward. `attention`: the kind of device ('cpu', 'cuda') whose attention
+    kernel to call by name (`cebench.models.attention`), as a step on `meta` must; None: the
+    one `F.scaled_dot_product_attention` picks for the tensors it gets."""
 
     def __init__(self, spec: ModelSpec, *, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None, checkpointing: bool = False) -> None:
+                 dtype: torch.dtype | None = None, checkpointing: bool = False, attention: str | None = None) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         self.spec, self.checkpointing = spec, checkpointing
         self.embed = nn.Embedding(spec.vocab, spec.d_model, **factory)
         self.positions = nn.Embedding(spec.max_positions, spec.d_model, **factory) if spec.family == "gpt2" else None
-        self.blocks = nn.ModuleList(Block(spec, factory) for _ in range(spec.n_layers))
+        self.blocks = nn.ModuleList(Block(spec, factory, attention) for _ in range(spec.n_layers))
         self.norm = _norm(spec, factory)
         self.lm_head = None if spec.tied else nn.Parameter(torch.empty(spec.vocab, spec.d_model, **factory))
-        self._init_weights()
+        if device is None or torch.device(device).type != "meta":  # on meta there are no values to draw
+            self._init_weights()
 
     @property
     def head(self) -> torch.Tensor:
@@ -91,10 +95,10 @@ class Block(nn.Module):
     """One decoder block: x + attention(norm(x)), then + mlp(norm(x)); Gemma 2 normalises
     each branch's output too."""
 
-    def __init__(self, spec: ModelSpec, factory: dict) -> None:
+    def __init__(self, spec: ModelSpec, factory: dict, attention: str | None) -> None:
         super().__init__()
         gemma = spec.family == "gemma2"
-        self.attn_norm, self.attn = _norm(spec, factory), Attention(spec, factory)
+        self.attn_norm, self.attn = _norm(spec, factory), Attention(spec, factory, attention)
         self.mlp_norm, self.mlp = _norm(spec, factory), MLP(spec, factory)
         self.attn_out_norm = _norm(spec, factory) if gemma else nn.Identity()
         self.mlp_out_norm = _norm(spec, factory) if gemma else nn.Identity()
@@ -106,11 +110,16 @@ class Block(nn.Module):
 
 class Attention(nn.Module):
     """Causal multi-head attention with n_kv_heads key/value heads (grouped-query when fewer
-    than n_heads), RoPE on q and k when the spec has a rope_theta."""
+    than n_heads), RoPE on q and k when the spec has a rope_theta; `attention` as `Decoder` takes it."""
 
-    def __init__(self, spec: ModelSpec, factory: dict) -> None:
+    def __init__(self, spec: ModelSpec, factory: dict, attention: str | None) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = spec.n_heads, spec.n_kv_heads, spec.head_dim
+        dtype = factory["dtype"] or torch.get_default_dtype()
+        self.repeat_kv = spec.n_kv_heads != spec.n_heads and not (_SDPA_GQA and dtype in (torch.float16,
+                                                                                         torch.bfloat16))
+        kv_heads = spec.n_heads if self.repeat_kv else spec.n_kv_heads
+        self.kernel = None if attention is None else kernel_for(attention, dtype, spec.n_heads, kv_heads, spec.head_dim)
         self.scale = spec.attn_scale
         self.q = nn.Linear(spec.d_model, spec.n_heads * spec.head_dim, bias=spec.qkv_bias, **factory)
         self.k = nn.Linear(spec.d_model, spec.n_kv_heads * spec.head_dim, bias=spec.qkv_bias, **factory)
@@ -123,13 +132,9 @@ class Attention(nn.Module):
                    for proj, heads in ((self.q, self.n_heads), (self.k, self.n_kv_heads), (self.v, self.n_kv_heads)))
         if rope is not None:
             q, k = _rotate(q, *rope), _rotate(k, *rope)
-        gqa = {}
-        if self.n_kv_heads != self.n_heads:  # grouped-query: as the module says
-            if _SDPA_GQA and q.dtype in (torch.float16, torch.bfloat16):
-                gqa = {"enable_gqa": True}
-            else:
-                k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale, **gqa)
+        if self.repeat_kv:
+            k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # see the module
+        out = attend(q, k, v, self.scale, self.kernel)
         return self.o(out.transpose(1, 2).reshape(batch, context, self.n_heads * self.head_dim))
 
 

@@ -7,6 +7,7 @@ config file, and calls a user's `build()` (`cebench.models.contract`) for the re
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from importlib.resources import files
@@ -49,23 +50,29 @@ PRESETS: dict[str, Preset] = {
 class Model:
     """A model a step runs: `name` as given (a preset, a config path or a build spec),
     `source` where its numbers come from, `spec` its shape (None for a user's build), and
-    `n_params` its parameters' elements, a tied head counted once."""
+    `n_params` its parameters' elements, a tied head counted once; `vocab` and `d_model` the
+    head weight's shape."""
 
     name: str
     source: str
     spec: ModelSpec | None
     n_params: int
+    vocab: int
+    d_model: int
 
     def build(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None, *,
-              checkpointing: bool = False) -> Built:
+              checkpointing: bool = False, attention: str | None = None) -> Built:
         """Its body and head weight on `device` (`meta`: nothing allocated), floating
         parameters in `dtype` (None: as built). `checkpointing`: each block of the
         reference decoder under `torch.utils.checkpoint`; a user's build checkpoints its
-        own (`UsageError`)."""
+        own (`UsageError`). `attention`: the reference decoder's attention kernel
+        (`cebench.models.attention`; None: whichever `F.scaled_dot_product_attention` picks);
+        a user's body runs its own."""
         if self.spec is not None:
             from cebench.models.decoder import Decoder
 
-            decoder = Decoder(self.spec, device=device, dtype=dtype, checkpointing=checkpointing)
+            decoder = Decoder(self.spec, device=device, dtype=dtype, checkpointing=checkpointing,
+                              attention=attention)
             return Built(decoder, decoder.head)
         if checkpointing:
             raise UsageError(f"{self.name}: cebench checkpoints the blocks of a preset or config.json model; a "
@@ -76,15 +83,25 @@ class Model:
 def resolve_model(text: str) -> Model:
     """The model `text` names: a preset (PRESETS), a path to a Hugging Face config.json
     (read, never downloaded), or ``path/to/file.py:build`` / ``pkg.mod:build`` (imported,
-    called and checked on meta). `UsageError` (param 'model') when it names nothing
-    usable."""
+    called and checked on meta). `UsageError` (param 'model') when it names nothing usable.
+    Resolved once per process while the file it names stays as it was."""
+    file = Path(text if text.endswith(".json") or Path(text).is_file() else text.rpartition(":")[0])
+    stamp = file.stat().st_mtime_ns if file.is_file() else None
+    return _resolve(text, str(file.resolve()) if stamp is not None else "", stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve(text: str, where: str, stamp: int | None) -> Model:
+    """`resolve_model(text)`, cached by the file it names (`where`, '' for none) and that
+    file's modification time (`stamp`)."""
     if text in PRESETS:
         config = json.loads(files("cebench.models").joinpath("presets", f"{text}.json").read_text(encoding="utf-8"))
         return _decoder_model(text, PRESETS[text].source, parse(config, text))
     if text.endswith(".json") or Path(text).is_file():
         return _decoder_model(text, f"config file {text}", parse(read_config(text), text))
     if is_spec(text):
-        return Model(text, f"user build {text}", None, _build(text, "meta", None).n_params)
+        built = _build(text, "meta", None)
+        return Model(text, f"user build {text}", None, built.n_params, built.vocab, built.d_model)
     raise UsageError(f"unknown model '{text}' (choose from {', '.join(PRESETS)}; or give path/to/config.json, "
                      "path/to/file.py:build or package.module:build)", "model")
 
@@ -98,7 +115,7 @@ def _decoder_model(name: str, source: str, spec: ModelSpec) -> Model:
     from cebench.models.decoder import Decoder
 
     decoder = Decoder(spec, device="meta")
-    return Model(name, source, spec, Built(decoder, decoder.head).n_params)
+    return Model(name, source, spec, Built(decoder, decoder.head).n_params, spec.vocab, spec.d_model)
 
 
 def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> Built:

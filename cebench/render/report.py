@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 from rich.text import Text
 
-from cebench.core.axes import semantics_label
+from cebench.core.axes import BY_NAME, semantics_label
 from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
 from cebench.losses import variants
 from cebench.render.table import Column, Table
@@ -23,6 +23,8 @@ _STATUS_STYLE = {Status.OK: "green", Status.OOM: "bold red", Status.ERROR: "red"
 # vs bound / vs floor: the row against what any exact implementation must spend (`cebench.measure.limits`).
 _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
            ("mem_vs_base", "Δ vs base", 1), ("mem_vs_lower_bound", "vs bound", 3), ("peak_bytes", "peak", 6)]
+# A model's training step (`--model`): its whole peak, that against the baseline's, and the loss's share of it.
+_MODEL = [("step_peak_bytes", "step peak", 0), ("step_vs_base", "step vs base", 1), ("loss_share", "loss share", 1)]
 _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "time vs base", 2),
          ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
          ("compile_s", "compile", 9)]
@@ -30,7 +32,7 @@ _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("t
 
 def column_keys(timed: bool = True) -> list[str]:
     """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns."""
-    return [key for key, _, _ in _MEMORY + (_TIME if timed else [])] + ["status"]
+    return [key for key, _, _ in _MEMORY + _MODEL + (_TIME if timed else [])] + ["status"]
 
 
 def _value(x: object) -> float | None:
@@ -50,7 +52,8 @@ def noisy(row: pd.Series) -> bool:
 
 def view(frame: pd.DataFrame) -> pd.DataFrame:
     """The table's rows as values: the shape, the variant, memory and time with their
-    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`), to
+    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`; a
+    model's step: `step_vs_base`, and `loss_share` = (step − body peak) / step peak), to
     the lower bound (`mem_vs_lower_bound` = peak_delta_bytes / lower_bound_bytes) and to the
     matmul floor (`time_vs_floor` = time_ms_median / matmul_floor_ms), `noisy`, the FLOPs,
     the status with its reason, and the row's `note`. A row whose kernels ran under an
@@ -61,8 +64,10 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
         base = group[(group["variant"] == name) & (group["status"] == Status.OK)]
         base_mem = _value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
         base_time = _value(base["time_ms_median"].iloc[-1]) if len(base) else None
+        base_step = _value(base["step_peak_bytes"].iloc[-1]) if len(base) else None
         for _, row in group.iterrows():
             mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
+            step, body = _value(row["step_peak_bytes"]), _value(row["body_peak_bytes"])
             note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
             compared = not note.startswith(variants.INTERPRETED)
             rows.append({
@@ -71,7 +76,10 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "mem_vs_base": _over(mem, base_mem) if compared else None,
                 "lower_bound_bytes": row["lower_bound_bytes"],
                 "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])),
-                "peak_bytes": row["peak_bytes"], "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
+                "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
+                "step_vs_base": _over(step, base_step) if compared else None,
+                "loss_share": _over(step - body, step) if step is not None and body is not None else None,
+                "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
                 "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "matmul_floor_ms": row["matmul_floor_ms"],
                 "time_vs_floor": _over(time_ms, _value(row["matmul_floor_ms"])) if compared else None,
@@ -93,6 +101,9 @@ def shape_label(row: Mapping[str, object], multi: bool = True) -> str:
     columns, with its loss semantics that are not off ('25% ignored · softcap 30'), and
     (`multi`) the workload, device and dtype."""
     text = f"batch {row['batch']} × context {row['context']} · vocab {row['vocab']:,} · d_model {row['d_model']:,}"
+    if not BY_NAME["model"].is_off(row.get("model")):
+        text = (f"{row['model']} · {row.get('optimizer')} · checkpointing {row.get('activation_checkpointing')} · "
+                + text)
     semantics = semantics_label(row)
     text += f" · {semantics}" if semantics else ""
     return text + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
@@ -106,7 +117,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
     the implementation warned, an interpreter)."""
     rows = view(frame)
     timed = rows["time_ms_median"].notna().any()
-    specs = _MEMORY + (_TIME if timed else []) + [("status", "status", 0)]
+    modeled = rows["step_peak_bytes"].notna().any()
+    specs = _MEMORY + (_MODEL if modeled else []) + (_TIME if timed else []) + [("status", "status", 0)]
     table = Table([Column(k, h, right=k not in ("variant", "status"), priority=p) for k, h, p in specs], title=title)
     multi = frame[["workload", "device", "dtype"]].drop_duplicates().shape[0] > 1
     reasons: list[str] = []
@@ -127,7 +139,10 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             "peak_delta_bytes": format_bytes(_value(row["peak_delta_bytes"])),
             "mem_vs_base": _ratio(row["mem_vs_base"]),
             "mem_vs_lower_bound": format_sig3(_value(row["mem_vs_lower_bound"]), "×"),
-            "peak_bytes": format_bytes(_value(row["peak_bytes"])), "status": status}
+            "peak_bytes": format_bytes(_value(row["peak_bytes"])), "status": status,
+            "step_peak_bytes": format_bytes(_value(row["step_peak_bytes"])),
+            "step_vs_base": _ratio(row["step_vs_base"]),
+            "loss_share": "–" if pd.isna(row["loss_share"]) else f"{row['loss_share']:.0%}"}
         if timed:
             median, tps, compile_s = (_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
             cells["time_ms_median"] = Text(format_ms(median)) + Text(NOISE_MARK if row["noisy"] else " ",
@@ -144,6 +159,9 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
     if bases:
         table.notes.append(f"peak Δ = peak − memory live before the step; Δ vs base, time vs base: ratios to {bases} "
                            "at the same shape")
+    if modeled:
+        table.notes.append("step peak: the whole training step's (parameters, optimizer state, activations, loss); "
+                           "loss share: (step peak − the same step's with a stand-in loss) / step peak")
     against = []  # the limits' notes
     if rows["mem_vs_lower_bound"].notna().any():
         against.append("vs bound: peak Δ / lower_bound_bytes, what any exact step must allocate")

@@ -12,6 +12,7 @@ from cebench.core.axes import AXES, BY_NAME, SEMANTICS, split
 from cebench.core.config import LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.losses import variants
+from cebench.models.model import resolve_model
 
 LOGITS_LIMIT = 2**62  # bytes of full fp32 logits beyond which no machine or CSV holds a point
 
@@ -87,6 +88,9 @@ class Grid:
         points: dict[Config, None] = {}
         for combo in itertools.product(*(self.values[a.name] for a in order)):
             shape = dict(zip((a.name for a in order), combo, strict=True))
+            if shape["model"] != "none":  # the model's vocab and d_model, whatever the grid lists
+                model = resolve_model(shape["model"])
+                shape.update(vocab=model.vocab, d_model=model.d_model)
             for name in self.variants:
                 variant = variants.get(name)
                 own = shape if variant.workload == LOSS else {**shape, **{a.name: a.off for a in SEMANTICS}}
@@ -96,6 +100,37 @@ class Grid:
                                   temperature=self.temperature, **own,
                                   **dict(zip((a.name for a in chunked), extra, strict=True)))] = None
         return list(points)
+
+
+def _model_values(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str]) -> None:
+    """Check the model axes of a grid's `values` (parsed; `given`: the options' texts) and
+    fill in what a model decides: with a model, each model resolved (`UsageError` for a bad
+    one), vocab and d_model its own (they cannot be given too), the loss workload alone and
+    gradients set to None; without, no optimizer and no activation checkpointing (they need a
+    model: a value given is a `UsageError`)."""
+    models = [m for m in values["model"] if m != "none"]
+    if not models:
+        for name in ("optimizer", "activation_checkpointing"):
+            axis = BY_NAME[name]
+            if given.get(name) is not None and any(not axis.is_off(v) for v in values[name]):
+                raise UsageError("applies to a model's training step: give --model too", name)
+            values[name] = (axis.off,)
+        return
+    for name in ("vocab", "d_model"):
+        if given.get(name) is not None:
+            raise UsageError("is the model's own with --model (cebench models shows it)", name)
+    if samplers:
+        raise UsageError(f"a model's step is a loss's: the sample workload ({samplers[0]}) has none (use --workload "
+                         "loss)", "model")
+    if "keep" in values["grads"]:
+        raise UsageError("a model's step ends with zero_grad(set_to_none=True): its gradients are not kept", "grads")
+    resolved = [resolve_model(m) for m in models]
+    builds = [m.name for m in resolved if m.spec is None]
+    if builds and "blocks" in values["activation_checkpointing"]:
+        raise UsageError(f"cebench checkpoints the blocks of a preset or config.json model; {builds[0]}'s body "
+                         "checkpoints its own", "activation_checkpointing")
+    values["vocab"] = tuple(dict.fromkeys(m.vocab for m in resolved))
+    values["d_model"] = tuple(dict.fromkeys(m.d_model for m in resolved))
 
 
 def option_text(value: object) -> str | None:
@@ -158,6 +193,7 @@ class GridOptions:
         grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
                     temperature=check_temperature(self.temperature))
         samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
+        _model_values(values, self.axes, samplers)
         for name in ("grads", "retain_graph"):
             axis = BY_NAME[name]
             if samplers and any(not axis.is_off(v) for v in values[name]):

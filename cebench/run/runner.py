@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from cebench.core import devices
 from cebench.core.config import Config, Settings
@@ -21,6 +22,8 @@ from cebench.measure import limits
 from cebench.measure.memory import MemoryReading
 from cebench.measure.meta import count_flops
 from cebench.measure.timing import Timing, time_steps
+from cebench.models import training
+from cebench.models.model import resolve_model
 from cebench.run import isolate
 from cebench.run.isolate import Child
 from cebench.store.schema import Result, Status
@@ -30,11 +33,25 @@ class NotFinite(Exception):
     """The step's loss was NaN or infinite."""
 
 
-def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing, float, str]:
-    variant = variants.get(config.variant)
-    fn = variant.build()
-    inputs = inputs_mod.make(config)
-    step = make_step(fn, inputs, config)
+@dataclass(frozen=True)
+class _Measured:
+    """One point's readings: its step's memory and time, the first (warm-up) step's time in
+    ms, and what the implementation warned."""
+
+    memory: MemoryReading
+    timing: Timing
+    first_ms: float
+    said: str
+
+
+def _measure(config: Config, settings: Settings) -> _Measured:
+    fn = variants.get(config.variant).build() if config.variant != training.BODY else training.stand_in
+    if config.has_model:
+        state = training.make(config)
+        step, live = training.make_step(fn, state, config), state.tensors
+    else:
+        inputs = inputs_mod.make(config)
+        step, live = make_step(fn, inputs, config), inputs.tensors
     device = devices.get(config.device)
     first_ms, problems = 0.0, []
     with warnings.catch_warnings(record=True) as caught:  # the warm-up's warnings: what the row says it did
@@ -48,9 +65,30 @@ def _measure(config: Config, settings: Settings) -> tuple[MemoryReading, Timing,
     if problems and problems[0]:
         raise NotFinite(problems[0])
     step.prepare()
-    memory = device.peak(step.run, inputs.tensors())  # kept gradients too
+    memory = device.peak(step.run, live())  # kept gradients, a model's optimizer state too
     timing = time_steps(step.run, step.prepare, device, settings.repeats)
-    return memory, timing, first_ms, said(caught)
+    if config.has_model:  # what lives in this device's memory: the host's tensors too on a CPU
+        memory = replace(memory, state_bytes=state.state_bytes(
+            device.block_bytes, lambda t: device.host_rng_states_count or t.device.type != "cpu"))
+    return _Measured(memory, timing, first_ms, said(caught))
+
+
+_BODY: dict[Config, int | None] = {}  # a body step's measured peak (None: it failed), per `body_config`
+
+
+def _model_columns(result: Result, config: Config, settings: Settings) -> None:
+    """A model row's n_params, step_peak_bytes, and body_peak_bytes from its body step
+    (`training.body_config`), measured once per process."""
+    result.n_params = resolve_model(config.model).n_params
+    result.step_peak_bytes = result.peak_bytes
+    body = training.body_config(config)
+    if body not in _BODY:
+        try:
+            _BODY[body] = _measure(body, settings).memory.peak_bytes
+        except Exception:  # the loss's row stands; its body column stays empty
+            _BODY[body] = None
+        devices.get(config.device).free_cache()
+    result.body_peak_bytes = _BODY[body]
 
 
 def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None) -> Result:
@@ -66,7 +104,7 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
-    outcome: tuple[MemoryReading, Timing, float, str] | None = None
+    outcome: _Measured | None = None
     try:
         outcome = _measure(config, settings)
     except Exception as exc:  # failure is data: classify, record, and move on
@@ -75,8 +113,8 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     device.free_cache()
     if outcome is None:
         return result
-    memory, timing, first_ms, said = outcome
-    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device), said)))
+    memory, timing, first_ms = outcome.memory, outcome.timing, outcome.first_ms
+    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device), outcome.said)))
     result.peak_bytes, result.base_bytes = memory.peak_bytes, memory.base_bytes
     result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
     result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
@@ -88,6 +126,10 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     result.flops = count_flops(config)
     if result.flops is not None:
         result.tflops_per_s = result.flops / (timing.median_ms / 1e3) / 1e12
+    if config.has_model:
+        result.model_state_bytes = memory.state_bytes
+        _model_columns(result, config, settings)
+        return result  # the matmul floor is the loss's alone, not the step's
     result.matmul_floor_ms = limits.matmul_floor_ms(config, settings) if calibrate else floor_ms
     return result
 

@@ -140,6 +140,19 @@ DECLARED: tuple[Column, ...] = (
            added=5),
     Column("grid", "text", "", "a fingerprint of the sweep's whole grid (12 hex digits of a hash of its points' "
            "keys), the same in every shard of one sweep: `merge` refuses shards of two different grids", added=5),
+    _axis("model"),
+    _axis("optimizer"),
+    _axis("activation_checkpointing"),
+    Column("n_params", "int", "parameters", "`model` rows: the model's parameters (elements; a tied head counted "
+           "once)", added=6),
+    Column("model_state_bytes", "int", "bytes", "`model` rows: parameters + their gradients + the optimizer's "
+           "state, in the device's memory", added=6),
+    Column("step_peak_bytes", "int", "bytes", "`model` rows: the highest bytes allocated during the whole training "
+           "step (forward, loss, backward, optimizer step, zero_grad), everything live counted; the same as "
+           "`peak_bytes`", added=6),
+    Column("body_peak_bytes", "int", "bytes", "`model` rows: the same step with a stand-in loss that touches `h` "
+           "and the head weight but does no vocabulary-sized work: `step_peak_bytes` − `body_peak_bytes` is what "
+           "this loss costs inside this model", added=6),
 )
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED)

@@ -1,0 +1,117 @@
+"""What a model's training step holds at its peak, part by part: the computation behind
+`cebench explain --model`.
+
+The step is traced on `meta` tensors for its target (`cebench.measure.meta.trace`, the
+tracker `predict` uses, so the parts sum to the predicted peak), with its moments marked:
+the loss is called, the gradient of h is ready (the loss's backward is done), the
+backward is done. Each tensor alive at the peak belongs to one part by when it was made:
+
+- parameters, optimizer state: there before the step (its base), as are the token ids and
+  targets (`other`);
+- gradients: made in the backward and still alive when it ends (the parameters' `.grad`),
+  or of the head weight's shape (the loss's gradient of a tied head, waiting for the
+  embedding's to be added to it);
+- activations: made in the body's forward (saved for its backward), or recomputed from a
+  checkpoint inside the body's backward;
+- loss: made from the loss's call until the gradient of h is ready;
+- optimizer step: made after the backward (the optimizer's temporaries);
+- other: the rest (the body backward's temporaries, checkpointing's RNG states, the cuBLAS
+  workspaces of a named GPU, the inputs).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from cebench.core import devices
+from cebench.core.config import Config
+from cebench.measure.memory import storage_bytes
+from cebench.measure.meta import model_state, trace
+from cebench.measure.tracker import OpTracker
+
+PARTS: tuple[str, ...] = ("parameters", "optimizer state", "gradients", "activations", "loss", "optimizer step",
+                          "other")
+# The moments of a step, in order, and the part of the step each begins.
+LOSS, LOSS_BACKWARD_DONE, BACKWARD_DONE = "loss", "body backward", "optimizer step"
+
+
+@dataclass(frozen=True)
+class Anatomy:
+    """One predicted training step of `config` (which has a model): its absolute
+    `peak_bytes` on the target and the bytes of each part (`PARTS`) at that peak, which sum
+    to it, and `when`: the part of the step the peak falls in ('body forward', 'loss', 'body
+    backward', 'optimizer step')."""
+
+    config: Config
+    peak_bytes: int
+    parts: dict[str, int]
+    when: str
+
+
+class _Marking(OpTracker):
+    """An `OpTracker` that notes the event count at the step's moments (`marks`)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.marks: dict[str, int] = {}
+
+    def _mark(self, moment: str) -> None:
+        self.marks.setdefault(moment, len(self._builder.events))
+
+    def wrap(self, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+        inner = super().wrap(fn)
+
+        def loss(h: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+            self._mark(LOSS)
+
+            def ready(grad: torch.Tensor) -> None:  # the loss's backward is done; the body's begins
+                self._mark(LOSS_BACKWARD_DONE)
+                torch.autograd.Variable._execution_engine.queue_callback(lambda: self._mark(BACKWARD_DONE))
+
+            h.register_hook(ready)
+            return inner(h, *args, **kwargs)
+
+        return loss
+
+
+def anatomy(config: Config) -> Anatomy:
+    """The parts of `config`'s predicted training step at its peak (see the module)."""
+    target = devices.get(config.device)
+    tracker, base, _ = trace(config, _Marking)
+    timeline = tracker.timeline()
+    event, delta = timeline.peak()
+    marks = tracker.marks
+    end = len(timeline.events)
+    loss_at, body_at = marks.get(LOSS, end), marks.get(LOSS_BACKWARD_DONE, end)
+    done_at = marks.get(BACKWARD_DONE, end)
+    parts = dict.fromkeys(PARTS, 0)
+    params, state = model_state(config)
+    head = (config.vocab, config.d_model)  # the loss's gradient of the head weight, summed into .grad later when tied
+    parts["parameters"] = storage_bytes(params, target.block_bytes)
+    parts["optimizer state"] = storage_bytes(state, target.block_bytes)
+    workspaces = target.workspace_bytes * len(tracker.blas)
+    parts["other"] = base + workspaces - parts["parameters"] - parts["optimizer state"]
+    for block in timeline.blocks if event is not None else ():
+        if not block.alive_at(event):
+            continue
+        backward_made = block.created >= timeline.backward_start if timeline.backward_start is not None else False
+        if backward_made and block.created < done_at and (block.freed is None or block.freed > done_at
+                                                          or block.shape == head):
+            part = "gradients"
+        elif block.created < loss_at:
+            part = "activations"
+        elif block.created < body_at:
+            part = "loss"
+        elif block.created >= done_at:
+            part = "optimizer step"
+        elif block.phase == "recompute":
+            part = "activations"
+        else:
+            part = "other"
+        parts[part] += block.nbytes
+    parts["other"] += delta - sum(b.nbytes for b in timeline.blocks if event is not None and b.alive_at(event))
+    moments = [(loss_at, "body forward"), (body_at, "loss"), (done_at, "body backward"), (end + 1, "optimizer step")]
+    when = next(name for at, name in moments if event is None or event < at)
+    return Anatomy(config, base + workspaces + delta, parts, when)

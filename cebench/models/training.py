@@ -1,0 +1,175 @@
+"""A loss inside its model's training step: token ids → body → hidden states h → the loss
+variant on (h flattened, the head weight, targets) → `backward` → `optimizer.step()` →
+gradients set to None (`zero_grad(set_to_none=True)`), as a user's loop runs it.
+
+The optimizer is torch.optim's own with its default settings; its state exists from the
+first (warm-up) step on, so a measured step is a steady-state one. `stand_in` is the loss of
+the body's step (`body_config`): the same step with no vocabulary-sized work, whose peak
+`body_peak_bytes` is, so that the difference is what the loss costs inside the model.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+
+from cebench.core import devices
+from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS
+from cebench.core.config import Config
+from cebench.losses.inputs import SEED, labels
+from cebench.losses.workloads import Step, not_finite
+from cebench.models.contract import Built
+from cebench.models.model import resolve_model
+
+BODY = "(body)"  # the variant name of a body step's point (`body_config`)
+
+
+@dataclass
+class Training:
+    """A model's training state: its body and head (`built`), `optimizer` (None: none), the
+    (batch, context) int64 token `ids`, the (N,) `targets` and, with reduction none, the
+    `upstream` gradient of the per-row losses."""
+
+    built: Built
+    optimizer: torch.optim.Optimizer | None
+    ids: torch.Tensor
+    targets: torch.Tensor
+    upstream: torch.Tensor | None
+
+    @property
+    def params(self) -> list[torch.Tensor]:
+        """The body's parameters and the head weight, each once."""
+        return self.built.params
+
+    def state(self) -> list[torch.Tensor]:
+        """The optimizer's state tensors (AdamW: exp_avg, exp_avg_sq and a step count each)."""
+        return optimizer_state(self.optimizer)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The tensors a step starts with: parameters, buffers, optimizer state, ids,
+        targets, upstream gradient."""
+        extra = (self.upstream,) if self.upstream is not None else ()
+        return (*self.params, *self.built.body.buffers(), *self.state(), self.ids, self.targets, *extra)
+
+    def state_bytes(self, block: Callable[[int], int], on: Callable[[torch.Tensor], bool]) -> int:
+        """Bytes of parameters + their gradients + optimizer state, each storage charged
+        `block(nbytes)`, counting the tensors `on` the device's memory (AdamW keeps its step
+        counts on the host)."""
+        from cebench.measure.memory import storage_bytes
+
+        grads = sum(block(p.untyped_storage().nbytes()) for p in self.params if p.requires_grad)
+        return storage_bytes([t for t in (*self.params, *self.state()) if on(t)], block) + grads
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+
+def optimizer_state(optimizer: torch.optim.Optimizer | None) -> list[torch.Tensor]:
+    """`optimizer`'s state tensors (none for None)."""
+    if optimizer is None:
+        return []
+    return [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+
+
+def body_config(config: Config) -> Config:
+    """The point of `config`'s body step: the stand-in loss (variant `BODY`, no ce_chunk),
+    every loss semantics off but the padding (the targets are the same)."""
+    off = {a.name: a.off for a in SEMANTICS if a.name != "ignore_frac"}
+    return replace(config, variant=BODY, ce_chunk=None, **off)
+
+
+def loss_alone(config: Config) -> Config:
+    """`config` without its model: the loss alone at the model's vocab and d_model."""
+    return replace(config, **{name: BY_NAME[name].off for name in MODEL_AXES})
+
+
+def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None) -> torch.Tensor:
+    """The body step's loss: each row's h · weight[target], summed, over the rows. Its
+    gradients reach h and the weight (a (vocab, d_model) gradient, as any loss's) with work
+    and buffers of N × d_model, none vocabulary-sized. The rows are looked up as an
+    embedding: indexing's backward runs out of place under a dispatch mode (a tracker),
+    which would add a (vocab, d_model) buffer to a prediction that the real step lacks."""
+    return (h * F.embedding(targets.clamp(min=0), weight)).sum() / h.shape[0]
+
+
+def make(config: Config, device: str | torch.device | None = None, target: str | None = None,
+         model: tuple[Built, torch.optim.Optimizer | None] | None = None) -> Training:
+    """The training state of `config` (its `model`, `optimizer`, `activation_checkpointing`,
+    dtype and shape) on `device` (default the config's), parameters drawn with a fixed
+    seed; `model`: its body, head and optimizer as `make_model` made them (for the same
+    model, dtype, optimizer and checkpointing), which a step of any shape can share."""
+    device = torch.device(device if device is not None else config.device)
+    built, optimizer = model or make_model(config, device, target)
+    gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
+    shape = (config.batch, config.context)
+    ids = (torch.empty(shape, dtype=torch.long, device=device) if device.type == "meta"
+           else torch.randint(0, built.vocab, shape, generator=gen, device=device))
+    return Training(built, optimizer, ids, *labels(config, device, gen))
+
+
+def make_model(config: Config, device: torch.device, target: str | None = None,
+               ) -> tuple[Built, torch.optim.Optimizer | None]:
+    """`config`'s model built on `device` (parameters drawn with a fixed seed) and its
+    optimizer. On `meta` it stands in for `target` (default the config's device): its
+    attention kernel and optimizer implementation (torch's for-each kernels where that kind
+    of device has them) are that device's, and the optimizer has the state one step gives it."""
+    kind = devices.get(target or config.device).kind
+    meta = device.type == "meta"
+    torch.manual_seed(SEED)
+    built = resolve_model(config.model).build(device, config.torch_dtype,
+                                              checkpointing=config.activation_checkpointing == "blocks",
+                                              attention=kind if meta else None)
+    params = built.params
+    optimizer = _optimizer(config.optimizer, params, kind if meta else None)
+    if meta and optimizer is not None:  # its state, as after a first step (nothing is computed on meta)
+        for p in params:
+            p.grad = torch.empty_like(p)
+        optimizer.step()
+        for p in params:
+            p.grad = None
+    return built, optimizer
+
+
+def _optimizer(name: str, params: list[torch.Tensor], kind: str | None) -> torch.optim.Optimizer | None:
+    """torch.optim's `name` ('sgd', 'adamw'; 'none': None) over `params` with its defaults;
+    `kind`: choose its for-each implementation as torch does on that kind of device (None:
+    torch chooses for the parameters' own device)."""
+    if name == "none":
+        return None
+    from torch.optim.optimizer import _get_foreach_kernels_supported_devices
+
+    foreach = None if kind is None else kind in _get_foreach_kernels_supported_devices()
+    cls = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[name]
+    return cls([p for p in params if p.requires_grad], foreach=foreach)
+
+
+def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Config) -> Step:
+    """The training step of `config` with `fn` as its loss (called as a loss variant is,
+    with the point's semantics); `check` also says when its loss is not finite."""
+    body, head = training.built.body, training.built.head
+    features, retain = config.features, config.retain_graph == "yes"
+    optimizer = training.optimizer
+
+    def forward() -> torch.Tensor:
+        h = body(training.ids)
+        return fn(h.reshape(-1, h.shape[-1]), head, training.targets, config.ce_chunk, **features)
+
+    def finish(loss: torch.Tensor) -> None:
+        loss.backward(training.upstream, retain_graph=retain)
+        if optimizer is not None:
+            optimizer.step()
+        training.zero_grad()
+
+    def run() -> None:
+        finish(forward())
+
+    def check() -> str:
+        loss = forward()
+        problem = not_finite(loss)
+        finish(loss)
+        return problem
+
+    return Step(lambda: None, run, check)

@@ -1,0 +1,58 @@
+"""The figure of `cebench explain --model`, drawn headless: one horizontal bar per loss
+variant and ce_chunk, its predicted step peak stacked by part (parameters, optimizer state,
+gradients, activations, the loss's buffers, the optimizer step's temporaries, the rest),
+with the target's memory drawn across where it has one."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: no display needed
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from cebench.analyze.anatomy import PARTS, Anatomy  # noqa: E402
+from cebench.core import devices  # noqa: E402
+from cebench.core.units import format_bytes  # noqa: E402
+from cebench.render.plot import memory_unit  # noqa: E402
+
+COLORS = dict(zip(PARTS, ("tab:gray", "tab:purple", "tab:green", "tab:blue", "tab:red", "tab:orange", "0.8"),
+                  strict=True))
+
+
+def label(a: Anatomy) -> str:
+    """'chunked · ce_chunk 2,048' or 'dense'."""
+    c = a.config
+    return c.variant if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
+
+
+def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
+    """Draw `anatomies` (one model, one shape) to `path` (.png, .svg or .pdf); returns it."""
+    c = anatomies[0].config
+    top = max(a.peak_bytes for a in anatomies)
+    capacity = devices.get(c.device).capacity_bytes
+    unit, scale = memory_unit(max(top, capacity or 0))
+    fig, ax = plt.subplots(figsize=(9, 1.9 + 0.55 * len(anatomies)), layout="constrained")
+    names = [label(a) for a in anatomies][::-1]
+    for part in PARTS:
+        left = [sum(a.parts[p] for p in PARTS[:PARTS.index(part)]) / scale for a in anatomies][::-1]
+        width = [a.parts[part] / scale for a in anatomies][::-1]
+        ax.barh(names, width, left=left, color=COLORS[part], label=part, height=0.6)
+    for y, a in enumerate(anatomies[::-1]):
+        ax.text(a.peak_bytes / scale, y, f" {format_bytes(a.peak_bytes)} ({a.when})", va="center", fontsize=8)
+    if capacity:
+        ax.axvline(capacity / scale, color="black", linestyle=(0, (4, 2)), linewidth=1)
+        ax.text(capacity / scale, -0.45, f"{c.device} memory ", ha="right", va="bottom", fontsize=8)
+    ax.set_xlabel(f"predicted step peak ({unit})")
+    ax.set_xlim(0, max(top, capacity or 0) / scale * 1.25)
+    checkpointing = "blocks checkpointed" if c.activation_checkpointing == "blocks" else "no checkpointing"
+    ax.set_title(f"{c.model} · {c.optimizer} · {checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
+                 f"{c.device}", fontsize=10)
+    fig.legend(*ax.get_legend_handles_labels(), ncols=len(PARTS), fontsize=8, loc="outside lower center",
+               frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,177 @@
+"""A loss inside its model's training step (`--model`): measured on CPU and predicted on meta
+to the byte, the model columns, fit --model with the loss alone beside it, and one line for
+every bad model or option before anything runs."""
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cebench import api
+from cebench.cli import app
+from cebench.core import devices
+from cebench.core.config import Config
+from cebench.measure.meta import predict_peak
+from cebench.measure.tracker import OpTracker
+from cebench.models import resolve_model, training
+from cebench.models.attention import EFFICIENT, FLASH, kernel_for
+from cebench.store.frame import load
+
+# 2 blocks, d_model 48 (head_dim 8, as fused attention kernels need), an odd vocabulary, grouped-query attention
+# (6 heads, 2 key/value heads), an untied head.
+SMALL = {"model_type": "llama", "vocab_size": 211, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 6,
+         "num_key_value_heads": 2, "intermediate_size": 40, "tie_word_embeddings": False}
+# What AdamW's step allocates on a CPU outside the dispatcher, which a prediction cannot see: `div` by a Python
+# number wraps it as a 0-dim float64 tensor (8 B) and copies it to float32 (4 B) while its result is allocated.
+ADAMW_CPU_RESIDUE = 12
+GRID = {"variant": "dense,chunked", "batch": 2, "context": 9, "ce_chunk": 7}
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(SMALL))
+    return str(path)
+
+
+def key(row: object) -> tuple:
+    return (row.variant, row.optimizer, row.activation_checkpointing)
+
+
+def test_predicted_on_meta_equals_measured_on_cpu(small, tmp_path):
+    """Dense and chunked, with and without activation checkpointing, with AdamW and none."""
+    grid = {**GRID, "model": small, "optimizer": "adamw,none", "activation_checkpointing": "none,blocks"}
+    measured = api.sweep(device="cpu", repeats=1, warmup=2, out=tmp_path / "s.csv", **grid)
+    predicted = {key(r): r for r in api.predict(target="cpu", **grid)}
+    assert len(measured) == len(predicted) == 8
+    for m in measured:
+        p = predicted[key(m)]
+        assert m.status == p.status == "ok", (m.error, p.error)
+        residue = ADAMW_CPU_RESIDUE if m.optimizer == "adamw" else 0
+        assert m.base_bytes == p.base_bytes and m.model_state_bytes == p.model_state_bytes, key(m)
+        assert m.peak_bytes - p.peak_bytes == residue, key(m)
+        assert m.body_peak_bytes - p.body_peak_bytes == residue, key(m)
+        assert m.step_peak_bytes == m.peak_bytes and p.step_peak_bytes == p.peak_bytes
+        assert m.n_params == p.n_params == resolve_model(small).n_params
+        assert (m.vocab, m.d_model, m.model) == (211, 48, small)
+    frame = load(tmp_path / "s.csv")  # the columns are in the file too
+    assert set(frame["optimizer"]) == {"adamw", "none"} and frame["body_peak_bytes"].notna().all()
+
+
+def test_checkpointing_lowers_the_body_and_adamw_adds_exactly_its_state(small):
+    rows = {key(r): r for r in api.predict(target="cpu", **{**GRID, "variant": "dense", "model": small,
+                                                            "optimizer": "adamw,sgd,none",
+                                                            "activation_checkpointing": "none,blocks"})}
+    # at this small shape AdamW's step is the peak, which checkpointing does not change; with more tokens the
+    # activations are, and checkpointing lowers the body's peak
+    assert rows["dense", "adamw", "blocks"].body_peak_bytes == rows["dense", "adamw", "none"].body_peak_bytes
+    longer = {key(r): r for r in api.predict(target="cpu", **{**GRID, "variant": "dense", "model": small,
+                                                              "batch": 8, "context": 64, "optimizer": "adamw,none",
+                                                              "activation_checkpointing": "none,blocks"})}
+    for opt in ("adamw", "none"):
+        assert longer["dense", opt, "blocks"].body_peak_bytes < 0.7 * longer["dense", opt, "none"].body_peak_bytes
+    model = resolve_model(small).build("meta")
+    params = model.params
+    weights = sum(p.numel() * 4 for p in params)
+    none = rows["dense", "none", "none"].model_state_bytes
+    assert none == 2 * weights  # parameters and their gradients
+    assert rows["dense", "sgd", "none"].model_state_bytes == none  # plain SGD keeps no state
+    # AdamW: exp_avg and exp_avg_sq per parameter, and its step count, a float32 host scalar: a CPU's own memory
+    assert rows["dense", "adamw", "none"].model_state_bytes - none == 2 * weights + 4 * len(params)
+    # on a GPU the step counts stay on the host, and every storage is a 512-byte block
+    (gpu,) = api.predict(target="cuda", **{**GRID, "variant": "dense", "model": small, "dtype": "fp32"})
+    blocks = sum(devices.get("cuda").block_bytes(p.numel() * 4) for p in params)
+    assert gpu.model_state_bytes == 4 * blocks
+
+
+def test_fit_with_a_model_fits_its_batch_and_not_one_more(small):
+    budget = 6 * 2**20
+    fitted = api.fit(budget, target="cpu", model=small, context=16, variant="dense,chunked", ce_chunk=64)
+    assert fitted.fits and set(fitted.alone) == set(range(len(fitted.fits)))
+    for i, f in enumerate(fitted.fits):
+        assert 1 <= f.batch < 4096
+        assert predict_peak(replace(f.config, batch=f.batch)).peak_bytes <= budget
+        assert predict_peak(replace(f.config, batch=f.batch + 1)).peak_bytes > budget
+        alone = fitted.alone[i]
+        assert not alone.config.has_model and (alone.config.vocab, alone.config.d_model) == (211, 48)
+        assert alone.batch > f.batch  # the model's step holds far more than its loss
+
+
+def test_sweep_and_fit_show_the_step_and_the_loss_alone(small, tmp_path):
+    out = tmp_path / "s.csv"
+    result = CliRunner().invoke(app, ["sweep", "--model", small, "--device", "cpu", "--batch", "2", "--context", "9",
+                                      "--variant", "dense,chunked", "--ce-chunk", "7", "--repeats", "1", "--out",
+                                      str(out), "--wide"])
+    assert result.exit_code == 0, result.output
+    assert "step peak" in result.output and "loss share" in result.output and "adamw" in result.output
+    result = CliRunner().invoke(app, ["fit", "--model", small, "--target", "cpu", "--budget", "6MiB", "--context",
+                                      "16", "--variant", "dense", "--wide"])
+    assert result.exit_code == 0, result.output
+    assert "loss alone" in result.output and "whole training step" in result.output
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--model", "nope"], "--model: unknown model 'nope'"),
+    (["--model", "missing.json"], "--model: missing.json: no such file"),
+    (["--model", "{bad}"], "--model: {bad}: not valid JSON"),
+    (["--model", "{small}", "--vocab", "100"], "--vocab: is the model's own with --model"),
+    (["--optimizer", "sgd"], "--optimizer: applies to a model's training step: give --model too"),
+    (["--activation-checkpointing", "blocks"], "--activation-checkpointing: applies to a model's training step"),
+    (["--model", "{small}", "--optimizer", "adam"], "--optimizer: 'adam' is not one of none, sgd, adamw"),
+    (["--model", "{small}", "--grads", "keep"], "--grads: a model's step ends with zero_grad"),
+    (["--model", "{small}", "--workload", "sample"], "--model: a model's step is a loss's"),
+    (["--model", "none,{small}"], "--model: 'none' (the loss alone) and a model cannot share one grid"),
+])
+def test_every_bad_model_option_is_one_line_before_anything_runs(small, tmp_path, args, said):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    args = [a.format(small=small, bad=bad) for a in args]
+    for command in (["sweep", "--device", "cpu", "--out", str(tmp_path / "s.csv")], ["predict", "--target", "cpu"]):
+        result = CliRunner().invoke(app, [*command, *args])
+        assert result.exit_code == 2, result.output
+        line = said.format(small=small, bad=bad)
+        assert line in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_a_users_build_runs_its_step_and_cannot_be_checkpointed_by_cebench(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text('''
+import torch
+from torch import nn
+
+
+def build():
+    body = nn.Sequential(nn.Embedding(97, 16), nn.Linear(16, 16))
+    return body, nn.Parameter(torch.randn(97, 16) * 0.1)
+''')
+    spec = f"{path}:build"
+    (m,) = api.sweep(device="cpu", repeats=1, out=tmp_path / "s.csv", variant="dense", batch=2, context=5, model=spec)
+    (p,) = api.predict(target="cpu", variant="dense", batch=2, context=5, model=spec)
+    assert m.status == "ok" and (m.vocab, m.d_model, m.n_params) == (97, 16, 97 * 16 * 2 + 16 * 16 + 16)
+    assert m.peak_bytes - p.peak_bytes == ADAMW_CPU_RESIDUE and m.model_state_bytes == p.model_state_bytes
+    with pytest.raises(api.UsageError, match="checkpoints its own") as caught:
+        api.predict(target="cpu", variant="dense", batch=2, context=5, model=spec, activation_checkpointing="blocks")
+    assert caught.value.param == "activation_checkpointing"
+
+
+def test_a_gpu_target_runs_its_attention_kernel_not_the_math_fallback(small):
+    """On meta the dispatcher takes the math fallback (batch × heads × context² scores); a
+    prediction for a GPU calls the kernel the GPU runs, and for a CPU the CPU's."""
+    assert kernel_for("cuda", torch.bfloat16, 32, 8, 64) == FLASH
+    assert kernel_for("cuda", torch.float32, 32, 32, 64) == EFFICIENT
+    context = 64
+    for target, dtype in itertools.product(("cuda", "cpu"), ("fp32", "bf16")):
+        config = Config(variant="dense", workload="loss", device=target, dtype=dtype, batch=2, context=context,
+                        vocab=211, d_model=48, ce_chunk=None, model=small, optimizer="none")
+        state = training.make(config, device="meta")
+        tracker = OpTracker()
+        with tracker:
+            state.built.body(state.ids).float().sum().backward()
+        shapes = [b.shape for b in tracker.timeline().blocks]
+        assert not any(s[-2:] == (context, context) for s in shapes if len(s) >= 2), (target, dtype)
