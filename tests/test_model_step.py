@@ -175,3 +175,27 @@ def test_a_gpu_target_runs_its_attention_kernel_not_the_math_fallback(small):
             state.built.body(state.ids).float().sum().backward()
         shapes = [b.shape for b in tracker.timeline().blocks]
         assert not any(s[-2:] == (context, context) for s in shapes if len(s) >= 2), (target, dtype)
+
+
+def test_explain_takes_a_models_step_apart_and_plot_draws_it_against_a_budget(small, tmp_path):
+    result = CliRunner().invoke(app, ["explain", "--model", small, "--device", "cpu", "--batch", "8", "--context",
+                                      "64", "--variant", "dense,chunked", "--ce-chunk", "128", "--json", "--out",
+                                      str(tmp_path / "parts.png")])
+    assert result.exit_code == 0, result.output
+    anatomies = json.loads(result.output)["anatomies"]
+    assert (tmp_path / "parts.png").stat().st_size > 0 and len(anatomies) == 2
+    for a in anatomies:
+        (row,) = api.predict(target="cpu", variant=a["variant"], ce_chunk=a["ce_chunk"] or 128, batch=8, context=64,
+                             model=small)
+        assert sum(a["parts"].values()) == a["peak_bytes"] == row.step_peak_bytes
+        params, tensors = resolve_model(small).n_params * 4, len(resolve_model(small).build("meta").params)
+        # AdamW: exp_avg and exp_avg_sq, and a 4-byte step count per parameter tensor (on the host: a CPU's memory)
+        assert a["parts"]["parameters"] == params and a["parts"]["optimizer state"] == 2 * params + 4 * tensors
+        assert a["parts"]["activations"] > 0 and a["peak_in"] in ("loss", "optimizer step", "body backward")
+    dense, chunked = anatomies
+    assert chunked["parts"]["loss"] < dense["parts"]["loss"]  # the chunked loss holds less at its peak
+    csv = tmp_path / "p.csv"
+    api.predict(target="cpu", out=csv, variant="dense,chunked", batch="2,4,8", context=64, model=small)
+    result = CliRunner().invoke(app, ["plot", str(csv), "--out-dir", str(tmp_path / "plots"), "--budget", "2MiB"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "plots" / "step-vs-batch.png").exists()

@@ -2,16 +2,15 @@
 (`cebench.measure.meta`) for any size, and the largest batch that fits a memory budget."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-
-from torch.utils.flop_counter import FlopCounterMode
 
 from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
 from cebench.losses import variants
-from cebench.measure.meta import OpaqueOp, count_flops, counted, predict_peak
+from cebench.measure.meta import OpaqueOp, counted, flop_counter, predict_peak
 from cebench.models import training
 from cebench.models.model import resolve_model
 from cebench.store.schema import Result, Status
@@ -36,10 +35,13 @@ def predict(config: Config) -> Result:
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
-    # The FLOPs of the same meta step, as `count_flops` counts a measured row's; a model's in a step of their own:
-    # the counter's module hooks keep tensors alive through checkpointed blocks, which would raise the peak.
-    counter = None if config.has_model else FlopCounterMode(display=False)
-    try:
+    if config.has_model:  # a loss that cannot be predicted alone (a custom op, say) is told in milliseconds
+        alone = _alone(config)
+        if alone.status != Status.OK:
+            result.status, result.error = alone.status, alone.error
+            return result
+    counter = flop_counter()
+    try:  # the FLOPs of the same meta step, as `count_flops` counts a measured row's
         reading = predict_peak(config, counter)
     except OpaqueOp as exc:
         result.status, result.error = Status.UNSUPPORTED, str(exc)
@@ -49,7 +51,7 @@ def predict(config: Config) -> Result:
         return result
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
-    result.flops = counted(counter) if counter is not None else count_flops(config)
+    result.flops = counted(counter)
     if config.has_model:
         _model_columns(result, config, reading.state_bytes)
     if result.flops is not None and target.bf16_flops and config.dtype in ("bf16", "fp16"):
@@ -60,8 +62,13 @@ def predict(config: Config) -> Result:
 def unpredictable(config: Config) -> str | None:
     """Why `config`'s variant cannot be predicted (None: it can), asked of its loss alone at
     batch 1 (a loss that cannot be predicted cannot be inside a model either)."""
-    first = predict(training.loss_alone(replace(config, batch=1)))
+    first = _alone(config)
     return None if first.status == Status.OK else first.error
+
+
+def _alone(config: Config) -> Result:
+    """The prediction of `config`'s loss alone at batch 1 (milliseconds)."""
+    return predict(training.loss_alone(replace(config, batch=1)))
 
 
 def _model_columns(result: Result, config: Config, state_bytes: int | None) -> None:
@@ -69,10 +76,17 @@ def _model_columns(result: Result, config: Config, state_bytes: int | None) -> N
     (`training.body_config`), empty when that fails."""
     result.n_params, result.model_state_bytes = resolve_model(config.model).n_params, state_bytes
     result.step_peak_bytes = result.peak_bytes
+    result.body_peak_bytes = _body_peak(training.body_config(config))
+
+
+@functools.lru_cache(maxsize=16)
+def _body_peak(body: Config) -> int | None:
+    """The predicted peak of a body step (shared by every loss variant at its shape); None
+    when it cannot be predicted (the loss's row stands, its body column empty)."""
     try:
-        result.body_peak_bytes = predict_peak(training.body_config(config)).peak_bytes
-    except Exception:  # the loss's row stands; its body column stays empty
-        result.body_peak_bytes = None
+        return predict_peak(body).peak_bytes
+    except Exception:  # an op without a meta kernel in a user's body, say
+        return None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import Columns, Wide
 from cebench.core.axes import X_AXES
 from cebench.core.errors import UsageError
-from cebench.core.units import format_bytes, format_ms
+from cebench.core.units import format_bytes, format_ms, parse_bytes
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
@@ -79,13 +79,17 @@ def plot(
                                       help="Keep rows where COLUMN=VALUE[,VALUE...]; repeatable, e.g. --filter "
                                            "context=128."),
     svg: bool = typer.Option(False, "--svg", help="Also write each figure as SVG."),
+    budget: str = typer.Option(None, "--budget", metavar="BYTES", show_default=False,
+                               help="A model's rows: the memory budget drawn across step-vs-X.png (80GiB, 40GB, "
+                                    "...). Default: the memory of the rows' named GPU target, if one."),
 ) -> None:
     from cebench.render.plot import default_out_dir, select
     from cebench.render.plot import plot as draw
     from cebench.store.frame import load
 
+    budget_bytes = None if budget is None else parse_bytes(budget)
     frame = select(load(csv), filters)
-    for path in draw(frame, out_dir or default_out_dir(csv), x=x, svg=svg):
+    for path in draw(frame, out_dir or default_out_dir(csv), x=x, svg=svg, budget=budget_bytes):
         typer.echo(str(path))
 
 

@@ -124,6 +124,28 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> Memo
 INT64_MAX = 2**63 - 1
 
 
+class _Flat:
+    """A module tracker that attributes every FLOP to the whole step."""
+
+    parents = frozenset({"Global"})
+
+    def __enter__(self) -> _Flat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def flop_counter() -> FlopCounterMode:
+    """A `FlopCounterMode` that counts the step's total alone. Its default module tracker,
+    which attributes FLOPs to modules, hooks every module's outputs and so keeps tensors
+    alive through checkpointed blocks: a traced step would hold more than the real one."""
+    counter = FlopCounterMode(display=False)
+    if hasattr(counter, "mod_tracker"):
+        counter.mod_tracker = _Flat()
+    return counter
+
+
 def counted(counter: FlopCounterMode) -> int | None:
     """The FLOPs `counter` counted, or None when a row cannot carry them: none at all (the
     counter saw no matmul, so it could not see the step's) or more than int64 holds."""
@@ -137,7 +159,7 @@ def count_flops(config: Config) -> int | None:
     variant is counted on its eager twin. None when the count cannot be trusted or kept:
     the step runs a custom op (which hides its matmuls from the counter), fails on `meta`
     (a Triton kernel, say), or `counted` says so."""
-    counter = FlopCounterMode(display=False)
+    counter = flop_counter()
     try:
         trace(config, counter=counter)
     except Exception:  # whatever a variant does on meta tensors, the row is not failed for it

@@ -7,6 +7,8 @@
   floor (`matmul_floor_ms`) dash-dotted.
 - `memory-vs-time`: one point per variant and `ce_chunk`, one panel per configuration, with
   the lower bound and the floor.
+- `step-vs-<x>`: a model's rows: the whole training step's peak (`step_peak_bytes`), with
+  a memory budget dashed across.
 
 Parameters that vary besides x split a figure into panels, one per combination; each panel
 has its own y scale, and the title says so when their maxima differ more than 2×. `oom` and
@@ -18,6 +20,7 @@ says which lines they equal. A log x axis says so in its label.
 from __future__ import annotations
 
 import math
+import textwrap
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -38,6 +41,7 @@ from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform
 from cebench.core.axes import BY_NAME as AXES_BY_NAME  # noqa: E402
 from cebench.core.axes import X_AXES  # noqa: E402
 from cebench.core.errors import InputWarning, UsageError  # noqa: E402
+from cebench.core.units import format_bytes  # noqa: E402
 from cebench.store.frame import latest  # noqa: E402
 from cebench.store.schema import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, Status  # noqa: E402
 
@@ -46,6 +50,7 @@ X_PARAMS = X_AXES
 # figure into panels.
 PARAMS = SHAPE_COLUMNS
 MAX_PANELS = 16
+TITLE_WIDTH = 80  # characters of a figure's title line before it wraps
 REFERENCE = "fp32 logits (N × vocab × 4)"
 REFERENCE_STYLE = dict(linestyle="--", color="0.45", linewidth=1.2)
 # What any exact implementation must spend (`cebench.measure.limits`): memory figures draw the lower
@@ -53,6 +58,7 @@ REFERENCE_STYLE = dict(linestyle="--", color="0.45", linewidth=1.2)
 LOWER_BOUND = "lower bound: what any exact step must allocate"
 FLOOR = "matmul floor: the full-size matmuls alone, timed"
 BOUND_STYLE = dict(linestyle=":", color="0.2", linewidth=1.6)
+BUDGET_STYLE = dict(linestyle="--", color="tab:red", linewidth=1.2)
 _FLOOR_STYLE = dict(linestyle="-.", color="0.2", linewidth=1.3)
 _MEMORY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _FAIL_STYLE = dict(marker="x", color="red", markersize=9, markeredgewidth=2.2, linestyle="none")
@@ -174,7 +180,7 @@ def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: s
              and not (p in AXES_BY_NAME and AXES_BY_NAME[p].is_off(frame[p].iloc[0]))]  # semantics off: unsaid
     parts = [_value_text(p, frame[p].iloc[0]) for p in fixed]
     parts.insert(min(2, len(parts)), ", ".join(sorted(frame["device_name"].unique())))
-    lines = [what, " · ".join(parts)]
+    lines = [what, *textwrap.wrap(" · ".join(parts), TITLE_WIDTH)]
     unsupported = frame.loc[frame["status"] == Status.UNSUPPORTED].apply(_line, axis=1).value_counts(sort=False)
     if len(unsupported):
         lines.append("not drawn, unsupported here: " + ", ".join(f"{k} ({n} point{'s' * (n > 1)})"
@@ -383,11 +389,14 @@ def _equal_names(equal: dict[str, dict[str, int]], shown: dict[str, int]) -> dic
     return names
 
 
-def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style]) -> Figure:
-    """Memory (`peak_delta_bytes`) or time (`time_ms_median`) against `x`."""
-    memory = metric == "peak_delta_bytes"
+def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style], budget: int | None = None,
+               ) -> Figure:
+    """Memory (`peak_delta_bytes`), a model's whole step (`step_peak_bytes`, with `budget`
+    drawn across) or time (`time_ms_median`) against `x`."""
+    memory, step = metric == "peak_delta_bytes", metric == "step_peak_bytes"
     varying, panels, left_out = _panels(frame, [p for p in PARAMS if p != x], x)
-    unit, scale = _memory_unit(frame) if memory else ("ms", 1)
+    unit, scale = (_memory_unit(frame) if memory else ("ms", 1) if not step
+                   else memory_unit(max(frame["step_peak_bytes"].max(), budget or 0)))
     fig, axes = _figure(len(panels))
     xs = sorted(float(v) for v in frame[x].unique())
     equal: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -397,7 +406,12 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
         found = line_values(rows, x, metric)
         lines = {label: found[label] / scale for label in styles if label in found}  # in legend order
         reach = [values.max() for values in lines.values()]
-        if memory:
+        if step:
+            if budget:
+                ax.axhline(budget / scale, **BUDGET_STYLE)
+                reach.append(budget / scale)
+            limit, limit_style = pd.Series(dtype=float), BOUND_STYLE
+        elif memory:
             ref = rows.groupby(x)["logits_fp32_bytes"].first() / scale
             ax.plot(ref.index.to_numpy(dtype=float), ref.to_numpy(dtype=float), **REFERENCE_STYLE)
             reach.append(ref.max())
@@ -409,8 +423,9 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
                                 alpha=0.2, linewidth=0)
                 reach.append(line["time_ms_p75"].max())
             limit, limit_style = rows.groupby(x)["matmul_floor_ms"].median().dropna(), _FLOOR_STYLE
-        ax.plot(limit.index.to_numpy(dtype=float), limit.to_numpy(dtype=float), **limit_style)
-        reach.append(limit.max())
+        if len(limit):
+            ax.plot(limit.index.to_numpy(dtype=float), limit.to_numpy(dtype=float), **limit_style)
+            reach.append(limit.max())
         top = 1.05 * max((r for r in reach if pd.notna(r)), default=0.0)
         follows = coinciding(lines, COINCIDE_TOLERANCE * top)
         shifts = _shifts(lines, follows)
@@ -428,16 +443,20 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
             ax.set_ylim(bottom=0)
         _failure_strip(ax, rows[rows["status"].isin(FAILED)], x, styles)
         _coincide_notes(ax, lines, follows, styles)
-        ax.set_ylabel(f"memory added by the step ({unit})" if memory else "step time (ms)")
+        ax.set_ylabel(f"memory added by the step ({unit})" if memory else f"peak of the whole step ({unit})" if step
+                      else "step time (ms)")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-    step = f"one {frame['workload'].iloc[0]} step" if frame["workload"].nunique() == 1 else "one step"
-    what = (f"Peak memory {step} adds (peak_delta_bytes) vs {x}" if memory
+    one = ("one training step" if frame["step_peak_bytes"].notna().any() else
+           f"one {frame['workload'].iloc[0]} step" if frame["workload"].nunique() == 1 else "one step")
+    what = (f"Peak memory {one} adds (peak_delta_bytes) vs {x}" if memory
+            else f"Peak of the whole training step (step_peak_bytes) vs {x}" if step
             else f"Step time vs {x}: median, band p25–p75")
     _title(fig, what, frame, varying, x, "\n".join(filter(None, (_scales_note({"y": tops}), left_out))))
     extra = ([Line2D([], [], label=REFERENCE, **REFERENCE_STYLE)] if memory
-             else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
-    extra += _limit_handles(frame, bound=memory, floor=not memory)
+             else [Line2D([], [], label=f"budget {format_bytes(budget)}", **BUDGET_STYLE)] if step and budget
+             else [] if step else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
+    extra += _limit_handles(frame, bound=memory, floor=not memory and not step)
     _legend(fig, frame, styles, extra, _equal_names(equal, shown))
     return fig
 
@@ -486,10 +505,12 @@ def _tradeoff(frame: pd.DataFrame, styles: dict[str, Style], x: str) -> Figure:
     return fig
 
 
-def figures(frame: pd.DataFrame, x: str | None = None) -> dict[str, Figure]:
-    """The figures `plot` writes, by name (`memory-vs-<x>`, and `time-vs-<x>` and
-    `memory-vs-time` when a row was timed), from `frame` as `results.load` returns it (the
-    last row of a repeated configuration is drawn). Close them with `plt.close`."""
+def figures(frame: pd.DataFrame, x: str | None = None, budget: int | None = None) -> dict[str, Figure]:
+    """The figures `plot` writes, by name (`memory-vs-<x>`; `step-vs-<x>` when a row has a
+    model's step peak, with `budget` bytes drawn across (default: the memory of the rows'
+    named GPU target, if one); and `time-vs-<x>` and `memory-vs-time` when a row was timed),
+    from `frame` as `results.load` returns it (the last row of a repeated configuration is
+    drawn). Close them with `plt.close`."""
     frame = latest(frame)
     if not frame["status"].isin((Status.OK,) + FAILED).any():
         raise UsageError("nothing to draw: every selected row is unsupported")
@@ -502,6 +523,9 @@ def figures(frame: pd.DataFrame, x: str | None = None) -> dict[str, Figure]:
         with warnings.catch_warnings(record=True) as said:  # panels left out: said once, not once per figure
             warnings.simplefilter("always", InputWarning)
             drawn[f"memory-vs-{x}"] = _against_x(frame, x, "peak_delta_bytes", styles)
+            if frame["step_peak_bytes"].notna().any():
+                budget = budget or _capacity(frame)
+                drawn[f"step-vs-{x}"] = _against_x(frame, x, "step_peak_bytes", styles, budget)
             if frame["time_ms_median"].notna().any():
                 drawn[f"time-vs-{x}"] = _against_x(frame, x, "time_ms_median", styles)
                 drawn["memory-vs-time"] = _tradeoff(frame, styles, x)
@@ -514,12 +538,22 @@ def figures(frame: pd.DataFrame, x: str | None = None) -> dict[str, Figure]:
     return drawn
 
 
-def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = False) -> list[Path]:
+def _capacity(frame: pd.DataFrame) -> int | None:
+    """The memory of the one named GPU target `frame`'s rows are for (None: none, or several)."""
+    from cebench.core.targets import BY_NAME as TARGETS
+
+    named = {t for t in frame["device"].dropna().unique() if t in TARGETS}
+    return TARGETS[named.pop()].capacity_bytes if len(named) == 1 else None
+
+
+def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = False,
+         budget: int | None = None) -> list[Path]:
     """Draw `memory-vs-<x>`, `time-vs-<x>` and `memory-vs-time` from `frame` (rows as
     `results.load` returns them; the last row of a repeated configuration is drawn) as PNG,
     and SVG too with `svg`, into `out_dir`. The two time figures are left out when no row
-    was timed (predictions). Returns the paths written."""
-    drawn = figures(frame, x)
+    was timed (predictions); `step-vs-<x>` is drawn for a model's rows, with `budget`
+    (`figures`). Returns the paths written."""
+    drawn = figures(frame, x, budget)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
