@@ -111,7 +111,8 @@ def test_added_columns_and_the_schema_version_come_from_the_declarations():
                      "matmul_floor_ms": 3, "shard": 3, "ignore_frac": 4, "softcap": 5, "label_smoothing": 5,
                      "z_loss": 5, "reduction": 5, "note": 5, "grads": 5, "retain_graph": 5, "target": 5,
                      "predicted_floor_ms": 5, "grid": 5, "model": 6, "optimizer": 6, "activation_checkpointing": 6,
-                     "n_params": 6, "model_state_bytes": 6, "step_peak_bytes": 6, "body_peak_bytes": 6}
+                     "n_params": 6, "model_state_bytes": 6, "step_peak_bytes": 6, "body_peak_bytes": 6,
+                     "body_time_ms": 6}
     assert SCHEMA_VERSION == 6 == max(c.added for c in schema.DECLARED)
     assert ADDED == {c.name: c.added for c in schema.DECLARED if c.added > 1}
     assert set(schema.BEFORE) == set(ADDED) and schema.BEFORE["schema_version"] == "1"

@@ -24,7 +24,8 @@ _STATUS_STYLE = {Status.OK: "green", Status.OOM: "bold red", Status.ERROR: "red"
 _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
            ("mem_vs_base", "Δ vs base", 1), ("mem_vs_lower_bound", "vs bound", 3), ("peak_bytes", "peak", 6)]
 # A model's training step (`--model`): its whole peak, that against the baseline's, and the loss's share of it.
-_MODEL = [("step_peak_bytes", "step peak", 0), ("step_vs_base", "step vs base", 1), ("loss_share", "loss share", 1)]
+_MODEL = [("step_peak_bytes", "step peak", 0), ("step_vs_base", "step vs base", 1), ("loss_share", "loss share", 1),
+          ("loss_time_share", "loss time", 2)]
 _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "time vs base", 2),
          ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
          ("compile_s", "compile", 9)]
@@ -79,6 +80,8 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
                 "step_vs_base": _over(step, base_step) if compared else None,
                 "loss_share": _over(step - body, step) if step is not None and body is not None else None,
+                "loss_time_share": (_over(time_ms - _value(row["body_time_ms"]), time_ms)
+                                    if time_ms is not None and _value(row["body_time_ms"]) is not None else None),
                 "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
                 "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "matmul_floor_ms": row["matmul_floor_ms"],
@@ -142,7 +145,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             "peak_bytes": format_bytes(_value(row["peak_bytes"])), "status": status,
             "step_peak_bytes": format_bytes(_value(row["step_peak_bytes"])),
             "step_vs_base": _ratio(row["step_vs_base"]),
-            "loss_share": "–" if pd.isna(row["loss_share"]) else f"{row['loss_share']:.0%}"}
+            "loss_share": "–" if pd.isna(row["loss_share"]) else f"{row['loss_share']:.0%}",
+            "loss_time_share": "–" if pd.isna(row["loss_time_share"]) else f"{row['loss_time_share']:.0%}"}
         if timed:
             median, tps, compile_s = (_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
             cells["time_ms_median"] = Text(format_ms(median)) + Text(NOISE_MARK if row["noisy"] else " ",
@@ -161,7 +165,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
                            "at the same shape")
     if modeled:
         table.notes.append("step peak: the whole training step's (parameters, optimizer state, activations, loss); "
-                           "loss share: (step peak − the same step's with a stand-in loss) / step peak")
+                           "loss share: (step peak − the same step's with a stand-in loss) / step peak; loss time: "
+                           "(time − that step's time) / time")
     against = []  # the limits' notes
     if rows["mem_vs_lower_bound"].notna().any():
         against.append("vs bound: peak Δ / lower_bound_bytes, what any exact step must allocate")

@@ -73,22 +73,24 @@ def _measure(config: Config, settings: Settings) -> _Measured:
     return _Measured(memory, timing, first_ms, said(caught))
 
 
-_BODY: dict[Config, int | None] = {}  # a body step's measured peak (None: it failed), per `body_config`
+_BODY: dict[Config, tuple[int, float] | None] = {}  # a body step's peak and median ms (None: it failed)
 
 
 def _model_columns(result: Result, config: Config, settings: Settings) -> None:
-    """A model row's n_params, step_peak_bytes, and body_peak_bytes from its body step
-    (`training.body_config`), measured once per process."""
+    """A model row's n_params, step_peak_bytes, and body_peak_bytes and body_time_ms from
+    its body step (`training.body_config`), measured once per process."""
     result.n_params = resolve_model(config.model).n_params
     result.step_peak_bytes = result.peak_bytes
     body = training.body_config(config)
     if body not in _BODY:
         try:
-            _BODY[body] = _measure(body, settings).memory.peak_bytes
-        except Exception:  # the loss's row stands; its body column stays empty
+            measured = _measure(body, settings)
+            _BODY[body] = measured.memory.peak_bytes, measured.timing.median_ms
+        except Exception:  # the loss's row stands; its body columns stay empty
             _BODY[body] = None
         devices.get(config.device).free_cache()
-    result.body_peak_bytes = _BODY[body]
+    if _BODY[body] is not None:
+        result.body_peak_bytes, result.body_time_ms = _BODY[body]
 
 
 def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None) -> Result:

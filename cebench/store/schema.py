@@ -153,6 +153,8 @@ DECLARED: tuple[Column, ...] = (
     Column("body_peak_bytes", "int", "bytes", "`model` rows: the same step with a stand-in loss that touches `h` "
            "and the head weight but does no vocabulary-sized work: `step_peak_bytes` − `body_peak_bytes` is what "
            "this loss costs inside this model", added=6),
+    Column("body_time_ms", "float", "ms", "measured `model` rows: the median time of that step with the stand-in "
+           "loss: `time_ms_median` − `body_time_ms` is what this loss costs in time inside this model", added=6),
 )
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED)

@@ -1,0 +1,77 @@
+"""The README's findings on a loss inside its model: regenerates the blocks `model-fit` and
+`model-cpu` of README.md (and results/model-cpu.csv).
+
+    .venv/bin/python results/model_findings.py            # both (a few minutes on 2 cores)
+
+model-fit: `cebench fit --model M --target h100-80gb --context 2048` for llama-3.2-1b and
+llama-3.1-8b, AdamW, with and without activation checkpointing, beside the loss alone's
+answer at the same vocab and d_model (predicted on meta tensors). model-cpu: a small
+Llama-shaped model's training step measured and timed on this CPU with each eager loss.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from blocks import splice  # noqa: E402
+
+from cebench import api  # noqa: E402
+from cebench.core.units import format_bytes, format_ms  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ("llama-3.2-1b", "llama-3.1-8b")
+TARGET, CONTEXT, ALONE_LIMIT = "h100-80gb", 2048, 512
+SMALL = "results/models/small-llama.json"
+CPU_GRID = {"variant": "dense,chunked,torch-lce-auto", "ce_chunk": "256,1024", "batch": 4, "context": 256}
+
+
+def chunk(config: object) -> str:
+    return "" if config.ce_chunk is None else f"{config.ce_chunk:,}"
+
+
+def fit_block() -> str:
+    lines = ["| model | activation checkpointing | loss | ce_chunk | batch in the model's step | loss alone |",
+             "|---|---|---|---:|---:|---:|"]
+    for model in MODELS:
+        for checkpointing in ("none", "blocks"):
+            fitted = api.fit(target=TARGET, model=model, context=CONTEXT, activation_checkpointing=checkpointing,
+                             max_batch=ALONE_LIMIT)
+            for i, f in enumerate(fitted.fits):
+                alone = fitted.alone[i]
+                lines.append(f"| {model} | {checkpointing} | {f.config.variant} | {chunk(f.config)} | {f.batch:,} "
+                             f"({format_bytes(f.peak_bytes)}) | {'≥ ' * alone.at_limit}{alone.batch:,} |")
+    capacity = next(t.capacity_bytes for t in api.targets() if t.name == TARGET)
+    return "\n".join(lines) + (f"\n\nPredicted for {TARGET} (the whole step within its {format_bytes(capacity)}), "
+                               f"bf16, context {CONTEXT}, AdamW; in parentheses the step's peak; loss alone: the "
+                               f"loss's own step at the model's vocab and d_model, searched up to batch "
+                               f"{ALONE_LIMIT}.")
+
+
+def cpu_block() -> str:
+    out = ROOT / "results" / "model-cpu.csv"
+    out.unlink(missing_ok=True)
+    rows = api.sweep(device="cpu", model=SMALL, out=out, **CPU_GRID)
+    lines = ["| loss | ce_chunk | step peak | loss's share of it | step time | loss's share of it |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        share = (r.step_peak_bytes - r.body_peak_bytes) / r.step_peak_bytes
+        time_share = (r.time_ms_median - r.body_time_ms) / r.time_ms_median
+        lines.append(f"| {r.variant} | {chunk(r)} | {format_bytes(r.step_peak_bytes)} | {share:.0%} | "
+                     f"{format_ms(r.time_ms_median)} | {time_share:.0%} |")
+    r = rows[0]
+    return "\n".join(lines) + (f"\n\n{SMALL} ({r.n_params / 1e6:.1f} M parameters, vocab {r.vocab:,}, d_model "
+                               f"{r.d_model}), batch {r.batch} × context {r.context}, fp32, AdamW, {r.device_name}, "
+                               f"{r.threads} threads; the body's step alone: {format_bytes(r.body_peak_bytes)}, "
+                               f"{format_ms(r.body_time_ms)}.")
+
+
+def main() -> None:
+    readme = ROOT / "README.md"
+    splice(readme, "model-cpu", cpu_block())
+    splice(readme, "model-fit", fit_block())
+
+
+if __name__ == "__main__":
+    main()
