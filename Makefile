@@ -1,7 +1,8 @@
 # cebench: `make sweep` measures the default grid, `make test` runs the test suite
 # (`make test ARGS="-m 'not slow'"` leaves out the end-to-end tests), `make lint` runs ruff,
 # `make gate` fails when the loss's peak memory grew against results/baseline.csv
-# (`make baseline` regenerates that file, on purpose only).
+# (`make baseline` regenerates that file, on purpose only), `make docs` (or `make figures`)
+# regenerates every output block, figure and generated table of README.md and results/README.md.
 # Each creates .venv on first use. The venv sees the system's site-packages, so a torch
 # that is already installed (a CUDA build, say) is kept; where there is no torch at all,
 # the CPU build torch==2.13.0 is installed before cebench (never an unpinned CUDA build).
@@ -22,7 +23,7 @@ GATE_GRID := --device cpu --variant dense,chunked --batch 1,4 --context 64 --voc
              --d-model 32 --ce-chunk 64 --warmup 1 --repeats 1 --threads 1
 BASELINE ?= results/baseline.csv
 
-.PHONY: install sweep test lint gate baseline clean
+.PHONY: install install-peers sweep test lint gate baseline docs figures clean
 
 install: $(VENV)/.installed
 
@@ -40,6 +41,8 @@ $(VENV)/.peers: $(VENV)/.installed
 	$(PY) -m pip install --quiet --no-deps "$(LIGER)"
 	touch $@
 
+install-peers: $(VENV)/.peers
+
 test: install $(VENV)/.peers
 	$(PY) -m pytest $(ARGS)
 
@@ -55,6 +58,13 @@ gate: install
 baseline: install
 	rm -f $(BASELINE)
 	$(VENV)/bin/cebench sweep $(GATE_GRID) --out $(BASELINE)
+
+# Every output block, figure and generated table the READMEs show, run again (minutes; on a quiet machine:
+# the blocks hold measured times). `make docs ARGS=--blocks` reruns the output blocks alone.
+docs: install $(VENV)/.peers
+	$(PY) results/docs.py $(ARGS)
+
+figures: docs
 
 clean:
 	rm -rf $(VENV) .pytest_cache *.egg-info

@@ -1,4 +1,4 @@
-"""Benchmark: `predict` on 100 configs of the seed's 1B setting, every eager variant it can trace.
+"""Benchmark: `predict` on 100 configs of the 1B setting, every eager variant it can trace.
 
 Run on demand (not part of the test suite):  .venv/bin/python results/bench_predict.py
 Prints the wall time and the process's resident memory after the first 10 and after all

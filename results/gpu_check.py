@@ -2,12 +2,14 @@
 
 Run on a machine with a CUDA GPU (not part of the test suite):
     .venv/bin/python results/gpu_check.py [OUT_DIR]
-It sweeps a handful of configs of the seed's 1B setting (bf16, context 128, vocab 50257,
+It sweeps a handful of configs of the 1B setting (bf16, context 128, vocab 50257,
 d_model 2048) on cuda through `cebench.api.sweep` (each point isolated, as on the command
 line), predicts the same configs with `cebench.api.predict`, prints both peak deltas and
-their ratio, and leaves measured.csv and predicted.csv in OUT_DIR (default the current
-folder) for `cebench check`/`plot`. `--device cpu` runs the same comparison on the CPU, for
-trying the script out.
+their ratio, then does the same for a model's whole training step (gpt2, AdamW, with and
+without activation checkpointing: absolute peaks, the body's peak and the model state),
+and leaves measured.csv, predicted.csv, model-measured.csv and model-predicted.csv in
+OUT_DIR (default the current folder) for `cebench check`/`plot`. `--device cpu` runs the
+same comparisons on the CPU at small sizes, for trying the script out.
 """
 from __future__ import annotations
 
@@ -24,9 +26,13 @@ def main(argv: list[str]) -> None:
     if device == "cuda":
         grid = dict(variant="dense,chunked,dense-sample,chunked-sample", dtype="bf16", batch="4,16,32,64",
                     context=128, vocab=50257, d_model=2048, ce_chunk="2048,8192")
+        model = dict(variant="dense,chunked", model="gpt2", dtype="bf16", batch="8", context=512, ce_chunk=2048,
+                     activation_checkpointing="none,blocks")
     else:
         grid = dict(variant="dense,chunked", dtype="fp32", batch="2,8", context=64, vocab=5000, d_model=64,
                     ce_chunk=64)
+        model = dict(variant="dense,chunked", model="results/models/small-llama.json", dtype="fp32", batch="2",
+                     context=64, ce_chunk=64, activation_checkpointing="none,blocks")
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         measured = api.sweep(device=device, warmup=2, repeats=5, out=out_dir / "measured.csv", **grid)
@@ -43,6 +49,27 @@ def main(argv: list[str]) -> None:
         ratio = p.peak_delta_bytes / m.peak_delta_bytes
         print(f"{m.variant:<16}{m.batch:>6}{m.ce_chunk or '':>9}{m.peak_delta_bytes:>15,}{p.peak_delta_bytes:>15,}"
               f"{ratio:>10.4f}", flush=True)
+    compare_model_steps(device, out_dir, model)
+
+
+def compare_model_steps(device: str, out_dir: Path, grid: dict) -> None:
+    """A model's training step measured and predicted: the absolute step peak, the body's
+    step peak and the model state (parameters + gradients + AdamW state), and their deltas."""
+    measured = api.sweep(device=device, warmup=2, repeats=3, out=out_dir / "model-measured.csv", **grid)
+    predicted = api.predict(target=device, out=out_dir / "model-predicted.csv", **grid)
+    by_point = {(p.variant, p.ce_chunk, p.activation_checkpointing): p for p in predicted}
+    print(f"\n{grid['model']} training step (AdamW), measured − predicted in bytes")
+    print(f"{'variant':<9}{'ce_chunk':>9}{'ckpt':>7}{'step peak':>16}{'Δ':>10}{'body peak':>16}{'Δ':>10}"
+          f"{'state':>16}{'Δ':>8}")
+    for m in measured:
+        p = by_point[(m.variant, m.ce_chunk, m.activation_checkpointing)]
+        if m.status != "ok" or p.status != "ok":
+            print(f"{m.variant:<9}{m.ce_chunk or '':>9}  {m.status} {m.error} / {p.status} {p.error}")
+            continue
+        print(f"{m.variant:<9}{m.ce_chunk or '':>9}{m.activation_checkpointing:>7}{m.step_peak_bytes:>16,}"
+              f"{m.step_peak_bytes - p.step_peak_bytes:>10,}{m.body_peak_bytes:>16,}"
+              f"{m.body_peak_bytes - p.body_peak_bytes:>10,}{m.model_state_bytes:>16,}"
+              f"{m.model_state_bytes - p.model_state_bytes:>8,}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The README's findings on a loss inside its model: regenerates the blocks `model-fit` and
-`model-cpu` of README.md (and results/model-cpu.csv).
+"""The findings on a loss inside its model: regenerates the blocks `model-fit` and
+`model-cpu` of results/README.md (and results/model-cpu.csv).
 
     .venv/bin/python results/model_findings.py            # both (a few minutes on 2 cores)
 
@@ -68,7 +68,7 @@ def cpu_block() -> str:
 
 
 def main() -> None:
-    readme = ROOT / "README.md"
+    readme = ROOT / "results" / "README.md"
     splice(readme, "model-cpu", cpu_block())
     splice(readme, "model-fit", fit_block())
 

@@ -174,9 +174,10 @@ def test_result_is_generated_from_the_columns(tmp_path):
 
 
 def test_the_readme_holds_the_generated_column_reference():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "results" / "README.md").read_text()
     assert schema.between(readme) == schema.reference(), (
-        "README.md's column table is out of date: run `python -m cebench.store.schema --readme README.md`")
+        "results/README.md's column table is out of date: run `python -m cebench.store.schema --readme "
+        "results/README.md`")
     assert schema.splice(readme) == readme
     lines = schema.reference().splitlines()
     assert len(lines) == 2 + len(COLUMNS) and all(f"`{c}`" in line for c, line in zip(COLUMNS, lines[2:], strict=True))

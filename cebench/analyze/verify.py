@@ -303,7 +303,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF
         outcome = _finding(got)
         if case.tokens == 0 and variants.get(variant).load() is vendored_chunked_cross_entropy:
             zero = got.loss is not None and got.loss.numel() == 1 and got.loss.item() == 0.0
-            note = "0.0 for no rows: the seed's own convention (torch's mean over no targets is NaN)"
+            note = "0.0 for no rows: its own convention (torch's mean over no targets is NaN)"
             return LossCheck(variant, case, dtype, {}, tol, zero, note, setting, outcome)
         return LossCheck(variant, case, dtype, {}, tol, None, "", setting, outcome)
     if got.interpreter and device in variants.get(variant).interpreted_on:  # a limit of the interpreter, not a finding

@@ -5,7 +5,7 @@ version that added it; everything else is derived from it: the column names and 
 types, the columns an older file lacks, `SCHEMA_VERSION`, the `Result` row type and the
 README's column table (`reference()`). A new column is one more `Column` at the end (with
 `added` one above today's `SCHEMA_VERSION`), then `python -m cebench.store.schema --readme
-README.md` to regenerate the README's table (a test fails until it matches).
+results/README.md` to regenerate the column reference there (a test fails until it matches).
 
 Nothing here imports torch or pandas: `Result.blank` imports torch when it is called.
 """
@@ -263,7 +263,7 @@ def main(argv: list[str]) -> int:
         path = Path(argv[1])
         path.write_text(splice(path.read_text()))
         return 0
-    sys.stderr.write("usage: python -m cebench.store.schema [--readme README.md]\n")
+    sys.stderr.write("usage: python -m cebench.store.schema [--readme results/README.md]\n")
     return 2
 
 

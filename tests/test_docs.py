@@ -1,0 +1,38 @@
+"""The READMEs' output blocks are what their commands print now (`make docs` writes them):
+every number but a byte count aside, as times and dates differ from run to run."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "results"))
+
+import docs  # noqa: E402
+
+BLOCKS = [b for path in docs.DOCS for b in docs.blocks(path)]
+
+
+def test_every_output_block_names_a_cebench_command_once():
+    assert BLOCKS and all(docs.argv(b.command) for b in BLOCKS)
+    slugs = [b.slug for b in BLOCKS]
+    assert len(set(slugs)) == len(slugs) and docs.SLOW <= set(slugs)
+    for path in docs.DOCS:  # no block the script would miss: every out: marker opens a well-formed block
+        assert path.read_text().count("<!-- out:") == 2 * len(docs.blocks(path)), path
+
+
+def test_normal_keeps_byte_counts_and_drops_times():
+    shown = "dense     589 MiB    1.00×   614 MiB  1.18 s    1.16–1.22  ok\n━━━━━━━\n16 rows → results/sweep-20261203-1.csv"
+    again = "dense  589 MiB  1.03×  614 MiB  991 ms  0.98–1.02  ok\n━━\n16 rows → results/sweep-20261204-2.csv"
+    assert docs.normal(shown) == ["dense 589 MiB #× 614 MiB T #–# ok", "━", "# rows → results/sweep-#-#.csv"]
+    assert docs.normal(again) == docs.normal(shown)
+    assert docs.normal("dense 590 MiB") != docs.normal("dense 589 MiB")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.slug not in docs.SLOW], ids=lambda b: b.slug)
+def test_an_output_block_is_what_its_command_prints_now(block):
+    assert docs.normal(docs.run(block.command)) == docs.normal(block.output), (
+        f"{block.path.name}: {block.slug} is out of date: run make docs")
