@@ -19,6 +19,7 @@ The figures and generated tables the READMEs show are made by `FIGURES` and `SCR
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -50,7 +51,8 @@ FIGURES = (
     Figure(("cebench explain --model llama-3.2-1b --device h100-80gb --batch 256 --activation-checkpointing blocks "
             "--out results/explain-model.png",)),
     Figure(("cebench sweep --device cpu --vocab 50257 --d-model 128 --context 128 --batch 1,2,4,8 --variant "
-            "dense,chunked --ce-chunk 256,512 --out {tmp}/example.csv", "cebench plot {tmp}/example.csv --out-dir {tmp}"),
+            "dense,chunked --ce-chunk 256,512 --out {tmp}/example.csv",
+            "cebench plot {tmp}/example.csv --out-dir {tmp}"),
            (("memory-vs-batch.png", "results/example-memory.png"),)),
 )
 # Blocks whose commands take minutes (a sweep with every compiled variant, verify's whole matrix): `make docs`
@@ -87,6 +89,11 @@ _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d|(?<![\w.])\d")
 _BYTES = re.compile(r" ?(?:B|KiB|MiB|GiB|TiB)\b")
 
 
+def _unless_bytes(line: str, number: re.Match) -> str:
+    """`number` as it is when a byte unit follows it in `line`, else '#'."""
+    return number[0] if _BYTES.match(line, number.end()) else "#"
+
+
 def normal(output: str) -> list[str]:
     """`output` as a test compares it: a time or a span of times (`1.18 s`, `651–660 ms`)
     written `T`, every other number but a byte count (`12.3 MiB`, `512 B`) `#` (ratios,
@@ -94,7 +101,7 @@ def normal(output: str) -> list[str]:
     lines = []
     for line in output.splitlines():
         line = re.sub(r"\d[\d,.]*(?:–\d[\d,.]*)? ?(?:ms|s|µs|ns)\b~?", "T", line)
-        line = _NUMBER.sub(lambda m: m[0] if _BYTES.match(line, m.end()) else "#", line)
+        line = _NUMBER.sub(functools.partial(_unless_bytes, line), line)
         line = re.sub(r"([━─])\1+", r"\1", line)
         line = re.sub(r"\s+", " ", line).strip()
         if line:

@@ -24,7 +24,8 @@ def test_every_output_block_names_a_cebench_command_once():
 
 
 def test_normal_keeps_byte_counts_and_drops_times():
-    shown = "dense     589 MiB    1.00×   614 MiB  1.18 s    1.16–1.22  ok\n━━━━━━━\n16 rows → results/sweep-20261203-1.csv"
+    shown = ("dense     589 MiB    1.00×   614 MiB  1.18 s    1.16–1.22  ok\n━━━━━━━\n"
+             "16 rows → results/sweep-20261203-1.csv")
     again = "dense  589 MiB  1.03×  614 MiB  991 ms  0.98–1.02  ok\n━━\n16 rows → results/sweep-20261204-2.csv"
     assert docs.normal(shown) == ["dense 589 MiB #× 614 MiB T #–# ok", "━", "# rows → results/sweep-#-#.csv"]
     assert docs.normal(again) == docs.normal(shown)

@@ -44,8 +44,8 @@ def test_verify_passes_on_the_vendored_implementation_without_padding():
     off = ["--ignore-frac", "0", "--softcap", "0", "--label-smoothing", "0", "--z-loss", "0", "--reduction", "mean"]
     res = CliRunner().invoke(app, ["verify", "--dtype", "fp32,bf16", *off], env={"COLUMNS": "250"})  # names unwrapped
     assert res.exit_code == 0, res.output
-    # 7 loss variants (Liger's under Triton's interpreter) × 2 dtypes × 3 shapes, the chunked loss's N = 0 claim (eager and
-    # compiled, 2 dtypes), 2 samplers; without liger-kernel installed, 6 fewer
+    # 7 loss variants (Liger's under Triton's interpreter) × 2 dtypes × 3 shapes, the chunked loss's N = 0 claim
+    # (eager and compiled, 2 dtypes), 2 samplers; without liger-kernel installed, 6 fewer
     passed = 48 if variants.get("liger-kernel").unsupported_reason("cpu") is None else 42
     assert "FAIL" not in res.output and f"all {passed} applicable checks passed" in res.output
     assert "chunked-compiled" in res.output and "chunked-sample" in res.output

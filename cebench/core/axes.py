@@ -235,8 +235,8 @@ class Axis:
 AXES: tuple[Axis, ...] = (
     # CPU: small enough that `cebench sweep --vocab 50257` (16 points: 5 loss variants, 2 batches, 2 chunk
     # sizes, 6 torch.compile calls) finishes in under three minutes on 2 cores with a cold compile cache, with
-    # N ≫ ce_chunk at batch 8. CUDA: the 1B setting of fractus's chunked loss (d_model 2048, context 128) in bf16; bf16 matmuls
-    # are ~40× slower than fp32 on a CPU.
+    # N ≫ ce_chunk at batch 8. CUDA: the 1B setting of fractus's chunked loss (d_model 2048, context 128) in bf16;
+    # bf16 matmuls are ~40× slower than fp32 on a CPU.
     Axis("dtype", "Dtypes of h and weight, comma-separated: fp32, bf16, fp16.", "Dtype of h and weight: fp32, "
          "bf16, fp16.", parse_dtypes, {"cpu": "fp32", "cuda": "bf16"}, "text", "",
          "dtype of `h` and `weight`: `fp32`, `bf16`, `fp16`"),
