@@ -14,8 +14,9 @@ reader's terminal shows it) and writes its output under it; `tests/test_docs.py`
 fast ones again and fails when a block no longer matches, apart from timings and dates.
 The figures and generated tables the READMEs show are made by `FIGURES` and `SCRIPTS`.
 
-    .venv/bin/python results/docs.py              # every block, figure and table
-    .venv/bin/python results/docs.py --blocks     # the output blocks alone
+    .venv/bin/python results/docs.py                       # every block, figure and table
+    .venv/bin/python results/docs.py --blocks              # the output blocks alone
+    .venv/bin/python results/docs.py --blocks quick-start  # those blocks alone
 """
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from cebench.render.report import NOISE_MARK
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "README.md", ROOT / "results" / "README.md")
@@ -97,16 +100,23 @@ def _unless_bytes(line: str, number: re.Match) -> str:
 def normal(output: str) -> list[str]:
     """`output` as a test compares it: a time or a span of times (`1.18 s`, `651–660 ms`)
     written `T`, every other number but a byte count (`12.3 MiB`, `512 B`) `#` (ratios,
-    counts, dates), runs of spaces and of rule characters made one, blank lines dropped."""
+    counts, dates), runs of spaces and of rule characters made one; blank lines and the note on
+    noisy times (which depends on the times) dropped."""
     lines = []
     for line in output.splitlines():
         line = re.sub(r"\d[\d,.]*(?:–\d[\d,.]*)? ?(?:ms|s|µs|ns)\b~?", "T", line)
         line = _NUMBER.sub(functools.partial(_unless_bytes, line), line)
         line = re.sub(r"([━─])\1+", r"\1", line)
         line = re.sub(r"\s+", " ", line).strip()
-        if line:
+        if line and not line.startswith(f"{NOISE_MARK} noisy"):
             lines.append(line)
     return lines
+
+
+def quick(command: str) -> str:
+    """`command` as a test runs it again: a sweep times one step per point, not the default
+    repeats (its times are masked; its bytes are the same)."""
+    return command + " --repeats 1" if argv(command)[0] == "sweep" and "--repeats" not in command else command
 
 
 def run(command: str) -> str:
@@ -119,10 +129,11 @@ def run(command: str) -> str:
     return proc.stdout
 
 
-def regenerate(path: Path) -> int:
-    """Run every block's command in `path` and write its output there; the number of blocks."""
+def regenerate(path: Path, slugs: frozenset[str] = frozenset()) -> int:
+    """Run the command of every block in `path` (those named in `slugs`, if any) and write its
+    output there; the number of blocks run."""
     text = path.read_text()
-    found = blocks(path)
+    found = [b for b in blocks(path) if not slugs or b.slug in slugs]
     for block in found:
         print(f"{path.relative_to(ROOT)}: {block.slug}: $ {block.command}", file=sys.stderr)
         output = run(block.command)
@@ -133,8 +144,9 @@ def regenerate(path: Path) -> int:
 
 
 def main(argv_: list[str]) -> int:
+    slugs = frozenset(a for a in argv_ if not a.startswith("--"))
     for path in DOCS:
-        regenerate(path)
+        regenerate(path, slugs)
     if "--blocks" not in argv_:
         for figure in FIGURES:
             with tempfile.TemporaryDirectory() as tmp:
