@@ -3,8 +3,9 @@
 The command line parses its options into these calls and renders what they return. Every
 function takes the grid as keyword arguments named after the axes (`batch`, `context`,
 `vocab`, `d_model`, `ce_chunk`, `dtype`, and the loss semantics `ignore_frac`, `softcap`,
-`label_smoothing`, `z_loss`, `reduction`: an int, a float, a string such as "2,8", or a
-sequence; missing = the device's default) plus `variant` and `workload`. Bad
+`label_smoothing`, `z_loss`, `reduction`, and a model's step: `model`, `optimizer`,
+`activation_checkpointing`: an int, a float, a string such as "2,8", or a sequence; missing
+= the device's default) plus `variant` and `workload`. Bad
 input raises `UsageError`, whose `param` names the argument at fault.
 
     import cebench

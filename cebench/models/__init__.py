@@ -1,7 +1,8 @@
 """Models whose training step a loss runs in: presets, Hugging Face config files, a user's build.
 
 `resolve_model(text)` names one (`cebench models` lists the presets); `Model.build(device,
-dtype)` gives its body and head weight (`Built`).
+dtype)` gives its body and head weight (`Built`). `cebench.models.training` runs a loss inside
+the model's training step; `cebench.models.attention` names the attention kernel a device runs.
 """
 from __future__ import annotations
 
