@@ -104,9 +104,11 @@ def shape_label(row: Mapping[str, object], multi: bool = True) -> str:
     columns, with its loss semantics that are not off ('25% ignored · softcap 30'), and
     (`multi`) the workload, device and dtype."""
     text = f"batch {row['batch']} × context {row['context']} · vocab {row['vocab']:,} · d_model {row['d_model']:,}"
-    if not BY_NAME["model"].is_off(row.get("model")):
-        text = (f"{row['model']} · {row.get('optimizer')} · checkpointing {row.get('activation_checkpointing')} · "
-                + text)
+    if not BY_NAME["model"].is_off(row.get("model")):  # a path by its file's name: the CSV keeps it whole
+        model = str(row["model"])
+        checkpointing = "" if BY_NAME["activation_checkpointing"].is_off(row.get("activation_checkpointing")) else (
+            f" · checkpointing {row['activation_checkpointing']}")
+        text = f"{model.rsplit('/', 1)[-1]} · {row.get('optimizer')}{checkpointing} · " + text
     semantics = semantics_label(row)
     text += f" · {semantics}" if semantics else ""
     return text + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
