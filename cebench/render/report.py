@@ -79,9 +79,10 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])),
                 "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
                 "step_vs_base": _over(step, base_step) if compared else None,
-                "loss_share": _over(step - body, step) if step is not None and body is not None else None,
-                "loss_time_share": (_over(time_ms - _value(row["body_time_ms"]), time_ms)
-                                    if time_ms is not None and _value(row["body_time_ms"]) is not None else None),
+                "loss_share": (_over(step - body, step) if compared and step is not None and body is not None
+                               else None),
+                "loss_time_share": (_over(time_ms - _value(row["body_time_ms"]), time_ms) if compared
+                                    and time_ms is not None and _value(row["body_time_ms"]) is not None else None),
                 "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
                 "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "matmul_floor_ms": row["matmul_floor_ms"],
