@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from cebench.core.axes import AXES, BY_NAME
 from cebench.core.config import LOSS, WORKLOADS, Settings
-from cebench.core.errors import InputWarning, UsageError
+from cebench.core.errors import InputWarning, UsageError, describe
 from cebench.losses import variants
 from cebench.run.grid import LOGITS_LIMIT, GridOptions
 from cebench.run.sweep import Sweep
@@ -154,7 +154,15 @@ def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 409
     if not points:
         raise UsageError("no variant here can be predicted (compiled variants and custom ops cannot)", "variant")
     _warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
-    fits = [fit_point(p, budget, max_batch) for p in points]
+    fits = []
+    for point in points:
+        try:
+            fits.append(fit_point(point, budget, max_batch))
+        except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
+            skipped[point.variant] = describe(exc)
+    if not fits:
+        name, why = next(iter(skipped.items()))
+        raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")
     alone = {i: fit_point(loss_alone(f.config), budget, max_batch) for i, f in enumerate(fits) if f.config.has_model}
     measured = {}
     if measure:  # in a fresh process per answer where the device isolates its points by default
@@ -236,8 +244,11 @@ def _anatomies(points: Any) -> Explained:
         label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
         why = unpredictable(point)  # what cannot be predicted cannot be taken apart
         if why is None:
-            done.append(anatomy(point))
-        else:
+            try:
+                done.append(anatomy(point))
+            except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
+                why = describe(exc)
+        if why is not None:
             skipped[label] = why
     return Explained([], skipped, True, done)
 

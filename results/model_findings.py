@@ -56,11 +56,14 @@ def cpu_block() -> str:
     lines = ["| loss | ce_chunk | step peak | loss's share of it | step time | loss's share of it |",
              "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
+        if r.status != "ok" or r.body_peak_bytes is None or r.body_time_ms is None:
+            lines.append(f"| {r.variant} | {chunk(r)} | {r.status}: {r.error or 'no body step'} | | | |")
+            continue
         share = (r.step_peak_bytes - r.body_peak_bytes) / r.step_peak_bytes
         time_share = (r.time_ms_median - r.body_time_ms) / r.time_ms_median
         lines.append(f"| {r.variant} | {chunk(r)} | {format_bytes(r.step_peak_bytes)} | {share:.0%} | "
                      f"{format_ms(r.time_ms_median)} | {time_share:.0%} |")
-    r = rows[0]
+    r = next(r for r in rows if r.status == "ok")
     return "\n".join(lines) + (f"\n\n{SMALL} ({r.n_params / 1e6:.1f} M parameters, vocab {r.vocab:,}, d_model "
                                f"{r.d_model}), batch {r.batch} × context {r.context}, fp32, AdamW, {r.device_name}, "
                                f"{r.threads} threads; the body's step alone: {format_bytes(r.body_peak_bytes)}, "

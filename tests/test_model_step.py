@@ -199,3 +199,59 @@ def test_explain_takes_a_models_step_apart_and_plot_draws_it_against_a_budget(sm
     result = CliRunner().invoke(app, ["plot", str(csv), "--out-dir", str(tmp_path / "plots"), "--budget", "2MiB"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "plots" / "step-vs-batch.png").exists()
+
+
+CUSTOM_OP_BODY = '''
+import torch
+from torch import nn
+
+
+@torch.library.custom_op("cebench_test::double", mutates_args=())
+def double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@double.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+double.register_autograd(lambda ctx, grad: grad * 2)
+
+
+class Body(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.mix = nn.Embedding(97, 16), nn.Linear(16, 16)
+
+    def forward(self, ids):
+        return self.mix(double(self.embed(ids)))
+
+
+def build():
+    return Body(), nn.Parameter(torch.randn(97, 16) * 0.1)
+'''
+
+
+def test_a_body_that_cannot_be_traced_is_said_not_a_traceback(tmp_path):
+    """A custom op in the body hides its buffers from a prediction: predict's row, fit and
+    explain say so in one line each."""
+    path = tmp_path / "custom.py"
+    path.write_text(CUSTOM_OP_BODY)
+    spec = f"{path}:build"
+    (row,) = api.predict(target="cpu", variant="dense", batch=2, context=5, model=spec)
+    assert row.status == "unsupported" and "custom op" in row.error
+    result = CliRunner().invoke(app, ["fit", "--target", "cpu", "--variant", "dense", "--context", "5", "--budget",
+                                      "4MiB", "--model", spec])
+    assert result.exit_code == 2 and "--model: no variant can be predicted in this model's step" in result.output
+    explained = api.explain(device="cpu", variant="dense", batch=2, context=5, model=spec)
+    assert not explained.anatomies and "custom op" in explained.not_explained["dense"]
+
+
+def test_a_changed_config_is_predicted_anew(small):
+    (before,) = api.predict(target="cpu", variant="dense", batch=2, context=9, model=small)
+    config = json.loads(Path(small).read_text())
+    Path(small).write_text(json.dumps({**config, "num_hidden_layers": 4}))
+    (after,) = api.predict(target="cpu", variant="dense", batch=2, context=9, model=small)
+    assert after.n_params > before.n_params and after.model_state_bytes > before.model_state_bytes
+    assert after.body_peak_bytes > before.body_peak_bytes and after.peak_bytes > before.peak_bytes

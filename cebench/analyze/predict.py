@@ -12,7 +12,7 @@ from cebench.core.errors import describe
 from cebench.losses import variants
 from cebench.measure.meta import OpaqueOp, counted, flop_counter, predict_peak
 from cebench.models import training
-from cebench.models.model import resolve_model
+from cebench.models.model import Model, resolve_model
 from cebench.store.schema import Result, Status
 
 COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
@@ -76,13 +76,14 @@ def _model_columns(result: Result, config: Config, state_bytes: int | None) -> N
     (`training.body_config`), empty when that fails."""
     result.n_params, result.model_state_bytes = resolve_model(config.model).n_params, state_bytes
     result.step_peak_bytes = result.peak_bytes
-    result.body_peak_bytes = _body_peak(training.body_config(config))
+    result.body_peak_bytes = _body_peak(training.body_config(config), resolve_model(config.model))
 
 
 @functools.lru_cache(maxsize=16)
-def _body_peak(body: Config) -> int | None:
-    """The predicted peak of a body step (shared by every loss variant at its shape); None
-    when it cannot be predicted (the loss's row stands, its body column empty)."""
+def _body_peak(body: Config, model: Model) -> int | None:
+    """The predicted peak of a body step (shared by every loss variant at its shape; `model`
+    the resolved model, which a changed config.json changes); None when it cannot be
+    predicted (the loss's row stands, its body column empty)."""
     try:
         return predict_peak(body).peak_bytes
     except Exception:  # an op without a meta kernel in a user's body, say
@@ -110,8 +111,9 @@ def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: in
     """Largest b in [1, cap] with peak(b) ≤ budget (0 if none).
 
     `peak` must not decrease with b; it is typically convex and piecewise linear (the
-    maximum of a few phases, each affine in b). `guess` and its neighbour are asked first:
-    when the answer is one of them, nothing else is (not even cap, which may be costly).
+    maximum of a few phases, each affine in b). After peak(1), `guess` and its neighbour are
+    asked: when the answer is one of them, nothing else is (not even cap, which may be
+    costly).
     Then the bracket lo (fits) < hi (does not) is shrunk from both sides: the chord between
     them crosses the budget where peak fits when it is convex, and the tangent at hi crosses
     it next to where peak stops fitting; on a linear piece both land on the answer.
@@ -137,13 +139,12 @@ def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: in
         hi = cap
     while hi - lo > 1:
         before = (lo, hi)
-        if hi <= cap:  # the chord and the tangent need the peak at hi
-            visit(lo + (budget - peak(lo)) * (hi - lo) // (peak(hi) - peak(lo)))
-            slope = peak(hi) - peak(hi - 1)
-            if hi - lo > 1 and slope > 0:
-                last = hi - -(-(peak(hi) - budget) // slope)  # the tangent at hi is ≤ budget up to here
-                visit(last + 1)
-                visit(last)
+        visit(lo + (budget - peak(lo)) * (hi - lo) // (peak(hi) - peak(lo)))
+        slope = peak(hi) - peak(hi - 1)
+        if hi - lo > 1 and slope > 0:
+            last = hi - -(-(peak(hi) - budget) // slope)  # the tangent at hi is ≤ budget up to here
+            visit(last + 1)
+            visit(last)
         if (lo, hi) == before:
             visit((lo + hi) // 2)
     return lo
@@ -156,7 +157,7 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     Probes at 8 and 16 chunks' worth of sequences (dense: batch 8, 16) give the
     slope of peak against batch; secant steps from there find where it crosses the budget
     (a model's step peaks in its optimizer step at small batches, in its activations at
-    large ones), and the search gallops from that guess and bisects.
+    large ones), and `largest_fitting` starts from that guess.
     Chunked predictions cost a dozen meta ops per chunk, hence the batch limit."""
     cache: dict[int, int] = {}
 

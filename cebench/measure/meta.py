@@ -3,10 +3,10 @@ FLOPs it does, without allocating or computing anything.
 
 `config.device` is the *target*: every storage is charged what its allocator charges
 (`Device.block_bytes`: CUDA's caching allocator's 512-byte blocks and its block-split rule;
-CPU: exact bytes), and a named GPU target's cuBLAS workspaces count in the base. With
-`grads` keep, or a model's step (whose optimizer keeps state), one step runs first
-(untracked) so that the measured one starts in steady state. Real sweeps count their rows'
-FLOPs here too.
+CPU: exact bytes), and a named GPU target's cuBLAS workspaces count in the base. The traced
+step starts in steady state: with `grads` keep, after one untracked step; a model's, with
+its optimizer's state made by one optimizer step (`training.make_model`). Real sweeps count
+their rows' FLOPs here too.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from cebench.losses.workloads import Step, make_step
 from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import StorageTracker, watch_rng_states
 from cebench.models import training as training_mod
+from cebench.models.model import Model, resolve_model
 from cebench.store.schema import PREDICTED
 
 Tracker = TypeVar("Tracker", bound=StorageTracker)
@@ -71,8 +72,10 @@ def _steady(config: Config) -> tuple[Callable[..., torch.Tensor], Callable[[Call
     (None without a model)."""
     if config.has_model:
         fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
-        model = _model(config.model, config.dtype, config.device, config.optimizer, config.activation_checkpointing)
+        model = _model(resolve_model(config.model), config.dtype, config.device, config.optimizer,
+                       config.activation_checkpointing)
         training = training_mod.make(config, device="meta", model=model)
+        training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
         return fn, lambda loss: training_mod.make_step(loss, training, config), training.tensors(), training
     x = inputs_mod.make(config, device="meta")
     fn = variants.get(config.variant).load()
@@ -92,19 +95,20 @@ def _on(config: Config) -> frozenset[str]:
 def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """A model point's parameters and its optimizer's state on meta, as a step in steady
     state starts with them; of the state, the tensors in the target's memory."""
-    built, optimizer = _model(config.model, config.dtype, config.device, config.optimizer,
+    built, optimizer = _model(resolve_model(config.model), config.dtype, config.device, config.optimizer,
                               config.activation_checkpointing)
     on = _on(config)
     return built.params, [t for t in training_mod.optimizer_state(optimizer) if t.device.type in on]
 
 
 @functools.lru_cache(maxsize=4)
-def _model(model: str, dtype: str, target: str, optimizer: str, checkpointing: str,
+def _model(model: Model, dtype: str, target: str, optimizer: str, checkpointing: str,
            ) -> tuple[training_mod.Built, torch.optim.Optimizer | None]:
     """A model on `meta` for `target` with its optimizer's state (`training.make_model`),
-    shared by the steps of every shape, loss and body: nothing on meta changes."""
+    shared by the steps of every shape, loss and body: nothing on meta changes. Keyed by the
+    resolved `Model`, which a changed config.json changes."""
     point = Config(variant=training_mod.BODY, workload="loss", device=target, dtype=dtype, batch=1, context=1,
-                   vocab=2, d_model=1, ce_chunk=None, model=model, optimizer=optimizer,
+                   vocab=2, d_model=1, ce_chunk=None, model=model.name, optimizer=optimizer,
                    activation_checkpointing=checkpointing)
     return training_mod.make_model(point, torch.device("meta"))
 

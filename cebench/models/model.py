@@ -84,7 +84,8 @@ def resolve_model(text: str) -> Model:
     """The model `text` names: a preset (PRESETS), a path to a Hugging Face config.json
     (read, never downloaded), or ``path/to/file.py:build`` / ``pkg.mod:build`` (imported,
     called and checked on meta). `UsageError` (param 'model') when it names nothing usable.
-    Resolved once per process while the file it names stays as it was."""
+    Resolved once per process while the file it names stays as it was (a build's module,
+    like any Python module, is imported once per process)."""
     file = Path(text if text.endswith(".json") or Path(text).is_file() else text.rpartition(":")[0])
     stamp = file.stat().st_mtime_ns if file.is_file() else None
     return _resolve(text, str(file.resolve()) if stamp is not None else "", stamp)

@@ -394,6 +394,7 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
     """Memory (`peak_delta_bytes`), a model's whole step (`step_peak_bytes`, with `budget`
     drawn across) or time (`time_ms_median`) against `x`."""
     memory, step = metric == "peak_delta_bytes", metric == "step_peak_bytes"
+    modeled = frame["step_peak_bytes"].notna().any()
     varying, panels, left_out = _panels(frame, [p for p in PARAMS if p != x], x)
     unit, scale = (_memory_unit(frame) if memory else ("ms", 1) if not step
                    else memory_unit(max(frame["step_peak_bytes"].max(), budget or 0)))
@@ -410,6 +411,8 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
             if budget:
                 ax.axhline(budget / scale, **BUDGET_STYLE)
                 reach.append(budget / scale)
+            limit, limit_style = pd.Series(dtype=float), BOUND_STYLE
+        elif memory and modeled:  # a model's step: the loss's own references do not bound it
             limit, limit_style = pd.Series(dtype=float), BOUND_STYLE
         elif memory:
             ref = rows.groupby(x)["logits_fp32_bytes"].first() / scale
@@ -453,10 +456,10 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
             else f"Peak of the whole training step (step_peak_bytes) vs {x}" if step
             else f"Step time vs {x}: median, band p25–p75")
     _title(fig, what, frame, varying, x, "\n".join(filter(None, (_scales_note({"y": tops}), left_out))))
-    extra = ([Line2D([], [], label=REFERENCE, **REFERENCE_STYLE)] if memory
+    extra = ([] if memory and modeled else [Line2D([], [], label=REFERENCE, **REFERENCE_STYLE)] if memory
              else [Line2D([], [], label=f"budget {format_bytes(budget)}", **BUDGET_STYLE)] if step and budget
              else [] if step else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
-    extra += _limit_handles(frame, bound=memory, floor=not memory and not step)
+    extra += _limit_handles(frame, bound=memory and not modeled, floor=not memory and not step)
     _legend(fig, frame, styles, extra, _equal_names(equal, shown))
     return fig
 

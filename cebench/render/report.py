@@ -76,7 +76,7 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
                 "mem_vs_base": _over(mem, base_mem) if compared else None,
                 "lower_bound_bytes": row["lower_bound_bytes"],
-                "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])),
+                "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])) if step is None else None,
                 "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
                 "step_vs_base": _over(step, base_step) if compared else None,
                 "loss_share": (_over(step - body, step) if compared and step is not None and body is not None

@@ -12,6 +12,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import torch
+
 from cebench.core import devices
 from cebench.core.config import Config, Settings
 from cebench.core.errors import UsageError, describe, said
@@ -73,7 +75,8 @@ def _measure(config: Config, settings: Settings) -> _Measured:
     return _Measured(memory, timing, first_ms, said(caught))
 
 
-_BODY: dict[Config, tuple[int, float] | None] = {}  # a body step's peak and median ms (None: it failed)
+# A body step's peak and median ms (None: it failed), by its point, model, settings and threads.
+_BODY: dict[tuple[object, ...], tuple[int, float] | None] = {}
 
 
 def _model_columns(result: Result, config: Config, settings: Settings) -> None:
@@ -82,15 +85,16 @@ def _model_columns(result: Result, config: Config, settings: Settings) -> None:
     result.n_params = resolve_model(config.model).n_params
     result.step_peak_bytes = result.peak_bytes
     body = training.body_config(config)
-    if body not in _BODY:
+    key = (body, resolve_model(config.model), settings, torch.get_num_threads())
+    if key not in _BODY:
         try:
             measured = _measure(body, settings)
-            _BODY[body] = measured.memory.peak_bytes, measured.timing.median_ms
+            _BODY[key] = measured.memory.peak_bytes, measured.timing.median_ms
         except Exception:  # the loss's row stands; its body columns stay empty
-            _BODY[body] = None
+            _BODY[key] = None
         devices.get(config.device).free_cache()
-    if _BODY[body] is not None:
-        result.body_peak_bytes, result.body_time_ms = _BODY[body]
+    if _BODY[key] is not None:
+        result.body_peak_bytes, result.body_time_ms = _BODY[key]
 
 
 def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None) -> Result:
@@ -162,10 +166,10 @@ def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Calla
 
     def measure(point: Config) -> Result:
         shape = limits.floor_key(point, settings)  # the children's thread count is the parent's
-        if shape not in floors:
+        if shape not in floors and not point.has_model:  # a model's row has no matmul floor
             calibration = isolate.call(limits.matmul_floor_ms, (point, settings), child, timeout_s)
             floors[shape] = calibration.value if calibration.status == Status.OK else None
-        outcome = isolate.call(functools.partial(run, calibrate=False, floor_ms=floors[shape]), (point, settings),
+        outcome = isolate.call(functools.partial(run, calibrate=False, floor_ms=floors.get(shape)), (point, settings),
                                child, timeout_s)
         if outcome.status == Status.OK:
             names[point.device] = outcome.value.device_name
