@@ -111,16 +111,13 @@ def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: in
     """Largest b in [1, cap] with peak(b) ≤ budget (0 if none).
 
     `peak` must not decrease with b; it is typically convex and piecewise linear (the
-    maximum of a few phases, each affine in b). After peak(1), `guess` and its neighbour are
-    asked: when the answer is one of them, nothing else is (not even cap, which may be
-    costly).
+    maximum of a few phases, each affine in b). `guess` and its neighbour are asked first:
+    when the answer is one of them, nothing else is (not even cap, which may be costly).
     Then the bracket lo (fits) < hi (does not) is shrunk from both sides: the chord between
     them crosses the budget where peak fits when it is convex, and the tangent at hi crosses
     it next to where peak stops fitting; on a linear piece both land on the answer.
     Bisection when nothing made progress."""
-    if peak(1) > budget:
-        return 0
-    lo, hi = 1, cap + 1
+    lo, hi = 0, cap + 1  # the largest batch known to fit (0: none yet), the smallest known not to
 
     def visit(b: int) -> None:
         nonlocal lo, hi
@@ -133,6 +130,10 @@ def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: in
     guess = max(1, min(cap, guess))
     visit(guess)
     visit(guess + 1 if lo == guess else guess - 1)  # a guess next to the answer brackets it now
+    if lo == 0:
+        if hi == 1 or peak(1) > budget:
+            return 0
+        lo = 1
     if hi == cap + 1 and lo < cap:
         if peak(cap) <= budget:
             return cap
