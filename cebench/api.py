@@ -159,6 +159,8 @@ def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 409
         try:
             fits.append(fit_point(point, budget, max_batch))
         except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
+            if not point.has_model:  # the loss alone was predicted at batch 1: this is no user's model
+                raise
             skipped[point.variant] = describe(exc)
     if not fits:
         name, why = next(iter(skipped.items()))
