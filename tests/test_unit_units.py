@@ -26,8 +26,8 @@ def test_format_bytes_boundaries_tib_and_negative(n, text):
     assert format_bytes(n) == text
 
 
-@pytest.mark.parametrize("ms,text", [(1e-4, "0.100 µs"), (0.99949, "999 µs"), (1, "1.00 ms"), (999.4, "999 ms"),
-                                     (12_345_678, "12346 s")])
+@pytest.mark.parametrize("ms,text", [(1e-4, "0.100 µs"), (0.99949, "999 µs"), (0.9996, "1.00 ms"), (1, "1.00 ms"),
+                                     (999.4, "999 ms"), (999.6, "1.00 s"), (12_345_678, "12346 s")])
 def test_format_ms_units(ms, text):
     assert format_ms(ms) == text
 

@@ -29,9 +29,10 @@ def format_bytes(n: float | None) -> str:
 
 
 def _time_unit(ms: float) -> tuple[str, float]:
-    if ms >= 1000:
+    """The unit of a duration in ms and its factor: 999.6 ms reads as 1.00 s, not 1000 ms."""
+    if ms >= 999.5:
         return "s", 1e-3
-    if ms >= 1:
+    if ms >= 0.9995:
         return "ms", 1.0
     return "µs", 1e3
 
