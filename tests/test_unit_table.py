@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.text import Text
 
-from cebench.render.table import GAP, Column, Table, choose, render
+from cebench.render.table import GAP, Column, ColumnNote, Table, choose, render
 
 # Column widths (the wider of header and cells): name 5, big 10, mid 5, wide 20, tail 4.
 COLUMNS = [Column("name", "name", right=False), Column("big", "big", priority=1), Column("mid", "mid", priority=2),
@@ -97,3 +97,12 @@ def test_widths_count_terminal_cells_not_characters():
 def test_a_row_of_the_wrong_length_is_refused():
     with pytest.raises(AssertionError):
         table().add_row("only one")
+
+
+def test_a_note_on_columns_says_only_what_the_shown_ones_need():
+    table = Table([Column("a", "a"), Column("wide", "w" * 30, priority=1), Column("b", "b", priority=2)])
+    table.add_row("1", "2", "3")
+    table.notes += ["always", ColumnNote((("wide", "w: a wide one"), ("b", "b: another"))), ColumnNote((("b", "b"),))]
+    assert [str(n) for n in render(table, None).notes] == ["always", "w: a wide one; b: another", "b"]
+    assert [str(n) for n in render(table, 10).notes] == ["always", "b: another", "b"]  # wide left out
+    assert [str(n) for n in render(table, 1).notes] == ["always"]  # both left out: no note at all

@@ -12,7 +12,7 @@ from rich.text import Text
 from cebench.core.axes import BY_NAME, semantics_label
 from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
 from cebench.losses import variants
-from cebench.render.table import Column, Table
+from cebench.render.table import Column, ColumnNote, Table
 from cebench.store.schema import SHAPE_COLUMNS, Status
 
 NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
@@ -170,15 +170,16 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
         table.notes.append("step peak: the whole training step's (parameters, optimizer state, activations, loss); "
                            "loss share: (step peak − the same step's with a stand-in loss) / step peak; loss time: "
                            "(time − that step's time) / time")
-    against = []  # the limits' notes
+    against = []  # the limits' notes, each said only when its column is shown
     if rows["mem_vs_lower_bound"].notna().any():
-        against.append("vs bound: peak Δ / lower_bound_bytes, what any exact step must allocate")
+        against.append(("mem_vs_lower_bound",
+                        "vs bound: peak Δ / lower_bound_bytes, what any exact step must allocate"))
     if timed and rows["time_vs_floor"].notna().any():
-        against.append("vs floor: time / matmul_floor_ms, the step's full-size matmuls timed alone")
+        against.append(("time_vs_floor", "vs floor: time / matmul_floor_ms, the step's full-size matmuls timed alone"))
     if timed and (rows["variant"].str.endswith(variants.COMPILED) & rows["tflops_per_s"].notna()).any():
-        against.append("TFLOP/s of a compiled variant counts its eager twin's FLOPs")
+        against.append(("tflops_per_s", "TFLOP/s of a compiled variant counts its eager twin's FLOPs"))
     if against:
-        table.notes.append("; ".join(against))
+        table.notes.append(ColumnNote(tuple(against)))
     if timed and rows["noisy"].any():
         table.notes.append(f"{NOISE_MARK} noisy: p25–p75 spread over {NOISY:.0%} of the median; "
                            "read its ratios with care")
@@ -199,5 +200,5 @@ def markdown(table: Table) -> str:
             lines.append(f"| **{escape(row)}** |" + " |" * (len(table.columns) - 1))
         else:
             lines.append("| " + " | ".join(escape(cell) for cell in row) + " |")
-    lines.extend(["", *table.notes] if table.notes else [])
+    lines.extend(["", *(n if isinstance(n, str) else n.text() for n in table.notes)] if table.notes else [])
     return "\n".join(lines)

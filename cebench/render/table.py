@@ -26,14 +26,27 @@ class Column:
     priority: int = 0
 
 
+@dataclass(frozen=True)
+class ColumnNote:
+    """A note on some columns: (column key, text) parts, of which the parts of the columns
+    shown are printed, joined by '; ' (none shown: no note)."""
+
+    parts: tuple[tuple[str, str], ...]
+
+    def text(self, hidden: Sequence[str] = ()) -> str:
+        """The parts of the columns not `hidden`, joined ('' when none is left)."""
+        return "; ".join(text for key, text in self.parts if key not in hidden)
+
+
 @dataclass
 class Table:
-    """Rows of cells, one per column, and group lines between them; `notes` go below."""
+    """Rows of cells, one per column, and group lines between them; `notes` go below (a
+    `ColumnNote` only for the columns shown)."""
 
     columns: list[Column]
     title: str | None = None
     rows: list[list[Text | str] | str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str | ColumnNote] = field(default_factory=list)
 
     def add_row(self, *cells: Text | str) -> None:
         assert len(cells) == len(self.columns), (len(cells), [c.key for c in self.columns])
@@ -114,4 +127,5 @@ def render(table: Table, width: int | None, keep: Sequence[str] | None = None) -
         else:
             lines.append(line(row))
     title = Text(table.title, style="bold") if table.title else None
-    return Rendered(title, Text("\n").join(lines), [Text(n, style="dim") for n in table.notes], hidden)
+    notes = [n if isinstance(n, str) else n.text(hidden) for n in table.notes]
+    return Rendered(title, Text("\n").join(lines), [Text(n, style="dim") for n in notes if n], hidden)
