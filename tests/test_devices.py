@@ -39,7 +39,7 @@ def test_each_device_s_figures():
     assert (CPU.granularity, CUDA.granularity) == (1, 512)
     assert (CPU.mem_method, CUDA.mem_method) == ("cpu-allocator-events", "cuda-max-memory-allocated")
     assert (CPU.events_method, CUDA.events_method) == ("cpu-allocator-events", "cuda-allocator-events")
-    assert CPU.host_rng_states_count and not CUDA.host_rng_states_count
+    assert CPU.host_tensors_count and not CUDA.host_tensors_count
     assert [CPU.rate_probe_size(d) for d in ("fp32", "bf16")] == [1024, 256] and CUDA.rate_probe_size("fp32") == 4096
 
 

@@ -27,10 +27,10 @@ def predict(config: Config) -> Result:
     target = devices.get(config.device)
     result = Result.blank(config, f"predicted for {config.device}")
     result.target = config.device if target.is_target else ""
-    if variants.get(config.variant).compiled:
+    variant = variants.get(config.variant)
+    if variant.compiled:
         result.status, result.error = Status.UNSUPPORTED, COMPILED_REASON
         return result
-    variant = variants.get(config.variant)
     reason = variant.unsupported_reason(target.kind) or variant.lacks(config)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason

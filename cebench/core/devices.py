@@ -36,8 +36,8 @@ class Device(ABC):
     `granularity`: the allocator's rounding of every storage (bytes).
     `mem_method`, `events_method`: the `mem_method` of a measured row, and of an
     allocator-events timeline (`explain`).
-    `host_rng_states_count`: the RNG states checkpointing saves (host tensors) count in
-    this device's memory.
+    `host_tensors_count`: tensors on the host (the RNG states checkpointing saves, an
+    optimizer's step counts) are in this device's memory (`holds`).
     A named GPU target (`cebench.core.targets`) also has `family` (the kind of device it is,
     'cuda'), `workspace_bytes` (one cuBLAS workspace), `capacity_bytes` (total memory) and
     `bf16_flops` (dense BF16 matmul rate, FLOP/s); a device kind has 0 and None there."""
@@ -50,7 +50,7 @@ class Device(ABC):
     granularity: int
     mem_method: str
     events_method: str
-    host_rng_states_count: bool
+    host_tensors_count: bool
     family: str = ""
     workspace_bytes: int = 0
     capacity_bytes: int | None = None
@@ -71,6 +71,10 @@ class Device(ABC):
         from cebench.measure.memory import round_up
 
         return round_up(nbytes, self.granularity)
+
+    def holds(self, tensor: torch.Tensor) -> bool:
+        """Whether `tensor`, on this device or the host, is in this device's memory."""
+        return self.host_tensors_count or tensor.device.type != "cpu"
 
     def unavailable_reason(self) -> str | None:
         """Why this device cannot be used here, or None when it can."""
@@ -270,11 +274,11 @@ class CUDA(Device):
 # CPU defaults: a default sweep finishes in minutes on 2 cores; CUDA: the 1B setting's.
 _KNOWN: tuple[Device, ...] = (
     CPU(name="cpu", repeats=4, warmup=1, isolate_by_default=False, nominal_flops=1e11, granularity=1,
-        mem_method="cpu-allocator-events", events_method="cpu-allocator-events", host_rng_states_count=True),
+        mem_method="cpu-allocator-events", events_method="cpu-allocator-events", host_tensors_count=True),
     CUDA(name="cuda", repeats=20, warmup=3, isolate_by_default=True, nominal_flops=3e14,
          granularity=512,  # the caching allocator rounds every block up to 512 bytes
          mem_method="cuda-max-memory-allocated", events_method="cuda-allocator-events",
-         host_rng_states_count=False),
+         host_tensors_count=False),
 )
 SMALL_SIZE, ROUND_LARGE, LARGE_ALLOC = 2**20, 2 * 2**20, 10 * 2**20  # the caching allocator's constants (bytes)
 DEVICES: tuple[str, ...] = tuple(d.name for d in _KNOWN)  # the kinds of device a step runs on

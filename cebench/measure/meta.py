@@ -19,7 +19,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from cebench.core import devices
-from cebench.core.config import Config
+from cebench.core.config import Config, torch_dtype
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
@@ -43,7 +43,7 @@ def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
     starts with (inputs, kept gradients; a model's parameters and optimizer state) on the
     target device, and a model's parameters + gradients + optimizer state there (else
     None). Nothing is allocated or computed. The RNG states saved by checkpointing count too
-    where they live in the target's memory (`Device.host_rng_states_count`: on CPU, not on
+    where they live in the target's memory (`Device.host_tensors_count`: on CPU, not on
     CUDA), and so do the host tensors an optimizer keeps. `OpaqueOp` when the step ran a
     custom op."""
     target = devices.get(config.device)
@@ -54,7 +54,7 @@ def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
     tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
     step = make(tracker.wrap(fn))
     step.prepare()
-    rng = watch_rng_states(tracker.rng_state) if target.host_rng_states_count else contextlib.nullcontext()
+    rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
     with tracker, rng, counter if counter is not None else contextlib.nullcontext():
         step.run()
     if tracker.opaque:
@@ -72,8 +72,8 @@ def _steady(config: Config) -> tuple[Callable[..., torch.Tensor], Callable[[Call
     (None without a model)."""
     if config.has_model:
         fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
-        model = _model(resolve_model(config.model), config.dtype, config.device, config.optimizer,
-                       config.activation_checkpointing)
+        model = _model(resolve_model(config.model), config.dtype, devices.get(config.device).kind,
+                       config.optimizer, config.activation_checkpointing)
         training = training_mod.make(config, device="meta", model=model)
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
         return fn, lambda loss: training_mod.make_step(loss, training, config), training.tensors(), training
@@ -89,28 +89,26 @@ def _steady(config: Config) -> tuple[Callable[..., torch.Tensor], Callable[[Call
 def _on(config: Config) -> frozenset[str]:
     """The kinds of device whose tensors a step on meta for `config`'s target counts: meta
     (standing in for the target), and the host's own where the target is the host."""
-    return frozenset({"meta", "cpu"}) if devices.get(config.device).host_rng_states_count else frozenset({"meta"})
+    return frozenset({"meta", "cpu"}) if devices.get(config.device).host_tensors_count else frozenset({"meta"})
 
 
 def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """A model point's parameters and its optimizer's state on meta, as a step in steady
     state starts with them; of the state, the tensors in the target's memory."""
-    built, optimizer = _model(resolve_model(config.model), config.dtype, config.device, config.optimizer,
-                              config.activation_checkpointing)
+    built, optimizer = _model(resolve_model(config.model), config.dtype, devices.get(config.device).kind,
+                              config.optimizer, config.activation_checkpointing)
     on = _on(config)
     return built.params, [t for t in training_mod.optimizer_state(optimizer) if t.device.type in on]
 
 
 @functools.lru_cache(maxsize=4)
-def _model(model: Model, dtype: str, target: str, optimizer: str, checkpointing: str,
+def _model(model: Model, dtype: str, kind: str, optimizer: str, checkpointing: str,
            ) -> tuple[training_mod.Built, torch.optim.Optimizer | None]:
-    """A model on `meta` for `target` with its optimizer's state (`training.make_model`),
-    shared by the steps of every shape, loss and body: nothing on meta changes. Keyed by the
-    resolved `Model`, which a changed config.json changes."""
-    point = Config(variant=training_mod.BODY, workload="loss", device=target, dtype=dtype, batch=1, context=1,
-                   vocab=2, d_model=1, ce_chunk=None, model=model.name, optimizer=optimizer,
-                   activation_checkpointing=checkpointing)
-    return training_mod.make_model(point, torch.device("meta"))
+    """`model` on `meta` for a device of `kind` with its optimizer's state
+    (`training.make_model`), shared by the steps of every shape, loss, body and target of
+    that kind: nothing on meta changes. Keyed by the resolved `Model`, which a changed
+    config.json changes."""
+    return training_mod.make_model(model, torch.device("meta"), torch_dtype(dtype), optimizer, checkpointing, kind)
 
 
 def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> MemoryReading:

@@ -21,7 +21,7 @@ from cebench.core.config import Config
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
 from cebench.models.contract import Built
-from cebench.models.model import resolve_model
+from cebench.models.model import Model, resolve_model
 
 BODY = "(body)"  # the variant name of a body step's point (`body_config`)
 
@@ -95,14 +95,16 @@ def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_ch
     return (h * F.embedding(targets.clamp(min=0), weight)).sum() / h.shape[0]
 
 
-def make(config: Config, device: str | torch.device | None = None, target: str | None = None,
+def make(config: Config, device: str | torch.device | None = None,
          model: tuple[Built, torch.optim.Optimizer | None] | None = None) -> Training:
     """The training state of `config` (its `model`, `optimizer`, `activation_checkpointing`,
-    dtype and shape) on `device` (default the config's), parameters drawn with a fixed
-    seed; `model`: its body, head and optimizer as `make_model` made them (for the same
-    model, dtype, optimizer and checkpointing), which a step of any shape can share."""
+    dtype and shape) on `device` (default the config's; `meta` stands in for the config's
+    device), parameters drawn with a fixed seed; `model`: its body, head and optimizer as
+    `make_model` made them (for the same model, dtype, optimizer and checkpointing), which a
+    step of any shape can share."""
     device = torch.device(device if device is not None else config.device)
-    built, optimizer = model or make_model(config, device, target)
+    built, optimizer = model or make_model(resolve_model(config.model), device, config.torch_dtype, config.optimizer,
+                                           config.activation_checkpointing, devices.get(config.device).kind)
     gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
     shape = (config.batch, config.context)
     ids = (torch.empty(shape, dtype=torch.long, device=device) if device.type == "meta"
@@ -110,20 +112,18 @@ def make(config: Config, device: str | torch.device | None = None, target: str |
     return Training(built, optimizer, ids, *labels(config, device, gen))
 
 
-def make_model(config: Config, device: torch.device, target: str | None = None,
-               ) -> tuple[Built, torch.optim.Optimizer | None]:
-    """`config`'s model built on `device` (parameters drawn with a fixed seed) and its
-    optimizer. On `meta` it stands in for `target` (default the config's device): its
-    attention kernel and optimizer implementation (torch's for-each kernels where that kind
-    of device has them) are that device's, and the optimizer has the state one step gives it."""
-    kind = devices.get(target or config.device).kind
+def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer_name: str, checkpointing: str,
+               kind: str) -> tuple[Built, torch.optim.Optimizer | None]:
+    """`model` built on `device` in `dtype` (parameters drawn with a fixed seed), its blocks
+    checkpointed as `checkpointing` says, and its optimizer `optimizer_name`. On `meta` it
+    stands in for a device of `kind` ('cpu', 'cuda'): its attention kernel and optimizer
+    implementation (torch's for-each kernels where that kind of device has them) are that
+    kind's, and the optimizer has the state one step gives it."""
     meta = device.type == "meta"
     torch.manual_seed(SEED)
-    built = resolve_model(config.model).build(device, config.torch_dtype,
-                                              checkpointing=config.activation_checkpointing == "blocks",
-                                              attention=kind if meta else None)
+    built = model.build(device, dtype, checkpointing=checkpointing == "blocks", attention=kind if meta else None)
     params = built.params
-    optimizer = _optimizer(config.optimizer, params, kind if meta else None)
+    optimizer = _optimizer(optimizer_name, params, kind if meta else None)
     if meta and optimizer is not None:  # its state, as after a first step (nothing is computed on meta)
         for p in params:
             p.grad = torch.empty_like(p)

@@ -69,9 +69,8 @@ def _measure(config: Config, settings: Settings) -> _Measured:
     step.prepare()
     memory = device.peak(step.run, live())  # kept gradients, a model's optimizer state too
     timing = time_steps(step.run, step.prepare, device, settings.repeats)
-    if config.has_model:  # what lives in this device's memory: the host's tensors too on a CPU
-        memory = replace(memory, state_bytes=state.state_bytes(
-            device.block_bytes, lambda t: device.host_rng_states_count or t.device.type != "cpu"))
+    if config.has_model:
+        memory = replace(memory, state_bytes=state.state_bytes(device.block_bytes, device.holds))
     return _Measured(memory, timing, first_ms, said(caught))
 
 
