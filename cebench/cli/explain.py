@@ -11,6 +11,7 @@ import typer
 from cebench.api import EXPLAIN_VARIANTS
 from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, one_name, with_axes
+from cebench.core.axes import BY_NAME as AXES_BY_NAME
 from cebench.core.errors import UsageError
 from cebench.core.units import format_bytes
 from cebench.render.table import Column, Table
@@ -88,6 +89,14 @@ def breakdown_table(e: Explanation) -> Table:
     return table
 
 
+def anatomy_columns() -> list[Column]:
+    """The columns of `anatomy_table`: the variant, the step peak, each part, where the peak is."""
+    from cebench.analyze.anatomy import PARTS
+
+    return [Column("variant", "variant", right=False), Column("peak", "step peak"),
+            *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False)]
+
+
 def anatomy_table(anatomies: list[Anatomy]) -> Table:
     """One row per variant and ce_chunk: the predicted step peak, each part's bytes at it, and
     the part of the step it falls in."""
@@ -95,9 +104,7 @@ def anatomy_table(anatomies: list[Anatomy]) -> Table:
     from cebench.render.anatomy_plot import label
 
     c = anatomies[0].config
-    columns = [Column("variant", "variant", right=False), Column("peak", "step peak"),
-               *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False)]
-    table = Table(columns, title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
+    table = Table(anatomy_columns(), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
                                  f"{c.activation_checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
                                  f"{c.device} (predicted on meta)")
     for a in anatomies:
@@ -163,12 +170,8 @@ def explain_command(
     """
     from cebench import api
 
-    if ctx.params.get("model") not in (None, "none"):  # a model's step is shown part by part
-        from cebench.analyze.anatomy import PARTS
-
-        check_columns(columns, ["variant", "peak", *PARTS, "when"])
-    else:
-        check_columns(columns, [c.key for c in BREAKDOWN_COLUMNS])  # before the work, as --out
+    by_part = not AXES_BY_NAME["model"].is_off(ctx.params.get("model"))  # a model's step is shown part by part
+    check_columns(columns, [c.key for c in (anatomy_columns() if by_part else BREAKDOWN_COLUMNS)])  # before the work
     if out_path is not None:
         check_out(out_path)
     with err.status("explaining…"):
