@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from blocks import splice  # noqa: E402
 
 from cebench import api  # noqa: E402
+from cebench.core import devices  # noqa: E402
 from cebench.core.units import format_bytes, format_ms  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,7 @@ def fit_block() -> str:
                 alone = fitted.alone[i]
                 lines.append(f"| {model} | {checkpointing} | {f.config.variant} | {chunk(f.config)} | {f.batch:,} "
                              f"({format_bytes(f.peak_bytes)}) | {'≥ ' * alone.at_limit}{alone.batch:,} |")
-    capacity = next(t.capacity_bytes for t in api.targets() if t.name == TARGET)
+    capacity = devices.get(TARGET).capacity_bytes
     return "\n".join(lines) + (f"\n\nPredicted for {TARGET} (the whole step within its {format_bytes(capacity)}), "
                                f"bf16, context {CONTEXT}, AdamW; in parentheses the step's peak; loss alone: the "
                                f"loss's own step at the model's vocab and d_model, searched up to batch "

@@ -28,7 +28,8 @@ import torch
 from cebench.core import devices
 from cebench.core.config import Config
 from cebench.measure.memory import storage_bytes
-from cebench.measure.meta import model_state, trace
+from cebench.measure.meta import model_state, trace, workspace_bytes
+from cebench.measure.timeline import RECOMPUTE
 from cebench.measure.tracker import OpTracker
 
 PARTS: tuple[str, ...] = ("parameters", "optimizer state", "gradients", "activations", "loss", "optimizer step",
@@ -91,12 +92,12 @@ def anatomy(config: Config) -> Anatomy:
     head = (config.vocab, config.d_model)  # the loss's gradient of the head weight, summed into .grad later when tied
     parts["parameters"] = storage_bytes(params, target.block_bytes)
     parts["optimizer state"] = storage_bytes(state, target.block_bytes)
-    workspaces = target.workspace_bytes * len(tracker.blas)
-    parts["other"] = base + workspaces - parts["parameters"] - parts["optimizer state"]
-    for block in timeline.blocks if event is not None else ():
-        if not block.alive_at(event):
-            continue
-        backward_made = block.created >= timeline.backward_start if timeline.backward_start is not None else False
+    base += workspace_bytes(config, tracker)
+    parts["other"] = base - parts["parameters"] - parts["optimizer state"]
+    alive = [b for b in timeline.blocks if event is not None and b.alive_at(event)]
+    start = timeline.backward_start
+    for block in alive:
+        backward_made = start is not None and block.created >= start
         if backward_made and block.created < done_at and (block.freed is None or block.freed > done_at
                                                           or block.shape == head):
             part = "gradients"
@@ -106,12 +107,12 @@ def anatomy(config: Config) -> Anatomy:
             part = "loss"
         elif block.created >= done_at:
             part = "optimizer step"
-        elif block.phase == "recompute":
+        elif block.phase == RECOMPUTE:
             part = "activations"
         else:
             part = "other"
         parts[part] += block.nbytes
-    parts["other"] += delta - sum(b.nbytes for b in timeline.blocks if event is not None and b.alive_at(event))
+    parts["other"] += delta - sum(b.nbytes for b in alive)  # frees of memory from before the step
     moments = [(loss_at, "body forward"), (body_at, "loss"), (done_at, "body backward"), (end + 1, "optimizer step")]
     when = next(name for at, name in moments if event is None or event < at)
-    return Anatomy(config, base + workspaces + delta, parts, when)
+    return Anatomy(config, base + delta, parts, when)

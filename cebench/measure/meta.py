@@ -119,8 +119,15 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> Memo
     engine's), which the sweep's warm-up creates; the peak adds what the step holds at its
     highest point; a model's step, its `state_bytes` too."""
     tracker, base, state = trace(config, counter=counter)
-    base += devices.get(config.device).workspace_bytes * len(tracker.blas)
+    base += workspace_bytes(config, tracker)
     return MemoryReading(base, base + tracker.peak, PREDICTED, state)
+
+
+def workspace_bytes(config: Config, tracker: StorageTracker) -> int:
+    """The cuBLAS workspaces a traced step of `config` adds to its target's base: one per
+    thread that ran a matmul (`tracker.blas`), each `Device.workspace_bytes` (0 but on a
+    named GPU)."""
+    return devices.get(config.device).workspace_bytes * len(tracker.blas)
 
 
 INT64_MAX = 2**63 - 1
