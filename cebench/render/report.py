@@ -69,6 +69,7 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
         for _, row in group.iterrows():
             mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
             step, body = _value(row["step_peak_bytes"]), _value(row["body_peak_bytes"])
+            body_ms = _value(row["body_time_ms"])
             note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
             compared = not note.startswith(variants.INTERPRETED)
             rows.append({
@@ -81,8 +82,8 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "step_vs_base": _over(step, base_step) if compared else None,
                 "loss_share": (_over(step - body, step) if compared and step is not None and body is not None
                                else None),
-                "loss_time_share": (_over(time_ms - _value(row["body_time_ms"]), time_ms) if compared
-                                    and time_ms is not None and _value(row["body_time_ms"]) is not None else None),
+                "loss_time_share": (_over(time_ms - body_ms, time_ms) if compared and time_ms is not None
+                                    and body_ms is not None else None),
                 "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
                 "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "matmul_floor_ms": row["matmul_floor_ms"],
