@@ -23,7 +23,7 @@ GATE_GRID := --device cpu --variant dense,chunked --batch 1,4 --context 64 --voc
              --d-model 32 --ce-chunk 64 --warmup 1 --repeats 1 --threads 1
 BASELINE ?= results/baseline.csv
 
-.PHONY: install install-peers sweep test lint gate baseline docs figures clean
+.PHONY: install install-peers sweep test lint types gate baseline docs figures clean
 
 install: $(VENV)/.installed
 
@@ -48,6 +48,10 @@ test: install $(VENV)/.peers
 
 lint: install
 	$(VENV)/bin/ruff check cebench tests results
+
+# The typed class statements of Config's and Result's fields, written from the axes and columns.
+types: install
+	$(PY) -c "from cebench.core.generated import main; main()"
 
 # ARGS go to `cebench check` here (e.g. ARGS=--json).
 gate: install

@@ -23,7 +23,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cebench.core.axes import AXES, BY_NAME
+from cebench.core.axes import AXES, BY_NAME, NO_MODEL
 from cebench.core.config import LOSS, WORKLOADS, Settings
 from cebench.core.errors import InputWarning, UsageError, describe
 from cebench.losses import variants
@@ -218,7 +218,7 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
     if options.axes.get("batch") is None:
         options = options.given(batch=str(max(BY_NAME["batch"].default(devices.get(device).kind))))
     points = options.grid(device)
-    if points.model[0] != "none":
+    if points.model[0] != NO_MODEL:
         return _anatomies(points)
 
     from cebench.analyze.explain import Unexplainable

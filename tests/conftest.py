@@ -31,7 +31,8 @@ def cpu_config(variant: str = "dense", batch: int = 2, context: int = 64, vocab:
                d_model: int = 32, ce_chunk: int | None = None, workload: str = "loss",
                dtype: str = "fp32") -> Config:
     """A small fp32 CPU point."""
-    return Config(variant, workload, "cpu", dtype, batch, context, vocab, d_model, ce_chunk)
+    return Config(variant=variant, workload=workload, device="cpu", dtype=dtype,
+                  batch=batch, context=context, vocab=vocab, d_model=d_model, ce_chunk=ce_chunk)
 
 
 @pytest.fixture

@@ -66,10 +66,12 @@ def test_ignored_targets_are_placed_by_the_seed_and_cost_dense_no_memory(tmp_pat
     from cebench.core.config import Config
     from cebench.losses import inputs
 
-    point = Config("dense", "loss", "cpu", "fp32", 2, 32, 300, 8, None, ignore_frac=0.25)
+    point = Config(variant="dense", workload="loss", device="cpu", dtype="fp32",
+                   batch=2, context=32, vocab=300, d_model=8, ce_chunk=None, ignore_frac=0.25)
     targets = inputs.make(point).targets
     assert int((targets == inputs.IGNORE_INDEX).sum()) == 16 and targets.equal(inputs.make(point).targets)
-    plain = inputs.make(Config("dense", "loss", "cpu", "fp32", 2, 32, 300, 8, None)).targets
+    plain = inputs.make(Config(variant="dense", workload="loss", device="cpu", dtype="fp32",
+                               batch=2, context=32, vocab=300, d_model=8, ce_chunk=None)).targets
     kept = targets != inputs.IGNORE_INDEX
     assert targets[kept].equal(plain[kept])  # the same draws, some of them padded
     rows = cebench.sweep(variant="dense", device="cpu", batch=2, context=32, vocab=300, d_model=8,

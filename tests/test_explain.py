@@ -94,7 +94,8 @@ def test_meta_path_at_the_1b_setting_equals_predict(tmp_path):
         ("dense", None), ("chunked", 2048), ("chunked", 8192)]
     for x in doc["explanations"]:
         assert (x["batch"], x["context"], x["vocab"], x["d_model"], x["dtype"]) == (32, 128, 50257, 2048, "bf16")
-        point = Config(x["variant"], "loss", "cuda", "bf16", 32, 128, 50257, 2048, x["ce_chunk"])
+        point = Config(variant=x["variant"], workload="loss", device="cuda", dtype="bf16",
+                       batch=32, context=128, vocab=50257, d_model=2048, ce_chunk=x["ce_chunk"])
         assert x["method"] == "predicted"
         assert x["peak_delta_bytes"] == x["breakdown_bytes"] == predict(point).peak_delta_bytes
     chunked = doc["explanations"][1]["breakdown"]

@@ -117,9 +117,11 @@ def test_the_plan_is_announced_and_a_long_grid_warned_about(tmp_path, monkeypatc
 def test_estimate_counts_the_matmul_work():
     from cebench.core.config import Config
 
-    point = Config("dense", "loss", "cpu", "fp32", 2, 8, 100, 4, None)
+    point = Config(variant="dense", workload="loss", device="cpu", dtype="fp32",
+                   batch=2, context=8, vocab=100, d_model=4, ce_chunk=None)
     assert plan.matmul_flops(point) == 6 * 16 * 100 * 4
-    bf16 = Config("dense", "loss", "cpu", "bf16", 2, 8, 100, 4, None)
+    bf16 = Config(variant="dense", workload="loss", device="cpu", dtype="bf16",
+                  batch=2, context=8, vocab=100, d_model=4, ce_chunk=None)
     rates = {"fp32": 1e6, "bf16": 1e5}
     assert plan.estimate_s([point, point, bf16], warmup=1, repeats=3, rates=rates) == pytest.approx(
         5 * 6 * 16 * 100 * 4 * (2 / 1e6 + 1 / 1e5))

@@ -25,7 +25,7 @@ FEATURES = [dict(ignore_frac=0.25), dict(softcap=30.0), dict(label_smoothing=0.1
 
 
 def cpu(variant: str = "dense", ce_chunk: int | None = None, **semantics: object) -> Config:
-    return Config(variant, "loss", "cpu", "fp32", ce_chunk=ce_chunk, **SHAPE, **semantics)
+    return Config(variant=variant, workload="loss", device="cpu", dtype="fp32", ce_chunk=ce_chunk, **SHAPE, **semantics)
 
 
 def test_the_seeds_loss_with_padding_is_the_reference_times_the_share_of_real_targets():
@@ -48,7 +48,8 @@ def test_dense_with_softcap_predicts_the_cut_cross_entropy_papers_table_1_baseli
     # Wijmans et al., "Cut Your Losses in Large-Vocabulary Language Models", Table 1: Gemma 2 2B shape, A100, bf16;
     # their baseline softcaps (30) in bf16 before the fp32 upcast: 28,000 MB; without the softcap, one bf16 N × vocab
     # buffer (4,000 MiB) less.
-    config = Config("dense", "loss", "cuda", "bf16", 8192, 1, 256_000, 2304, None, softcap=float(softcap))
+    config = Config(variant="dense", workload="loss", device="cuda", dtype="bf16",
+                    batch=8192, context=1, vocab=256_000, d_model=2304, ce_chunk=None, softcap=float(softcap))
     row = predict(config)
     assert row.status == "ok", row.error
     assert row.peak_delta_bytes / MiB == pytest.approx(mib, rel=1e-3)
@@ -211,7 +212,8 @@ def test_liger_under_the_triton_interpreter_passes_the_parity_matrix_at_fp32():
             assert check.outcome == "interpreter" and check.passed is None
         else:
             assert check.passed, (setting.label, check.errors, check.note)
-    row = run(Config("liger-kernel", "loss", "cpu", "fp32", 2, 16, 300, 16, None), ONE_STEP)
+    row = run(Config(variant="liger-kernel", workload="loss", device="cpu", dtype="fp32",
+                     batch=2, context=16, vocab=300, d_model=16, ce_chunk=None), ONE_STEP)
     assert row.status == "ok" and row.note.startswith(variants.INTERPRETED)
 
 

@@ -56,7 +56,8 @@ def test_a_loss_in_a_file_is_swept_and_its_peak_is_what_the_allocator_says(regis
     assert [(r["batch"], r["status"], r["ce_chunk"]) for r in rows] == [("1", "ok", "64"), ("4", "ok", "64")]
     fn = variants.get(f"{src}:my_ce").load()
     for row in rows:
-        config = Config(row["variant"], "loss", "cpu", "fp32", int(row["batch"]), 64, 3000, 32, 64)
+        config = Config(variant=row["variant"], workload="loss", device="cpu", dtype="fp32",
+                        batch=int(row["batch"]), context=64, vocab=3000, d_model=32, ce_chunk=64)
         x = inputs.make(config)
         step = make_step(fn, x, config)
         step.run()  # warm-up, as the sweep does
@@ -78,7 +79,8 @@ def test_declared_name_summary_and_a_loss_without_ce_chunk(registry, tmp_path):
     assert (v.name, v.summary, v.chunked, v.workload) == ("my-dense", "my dense loss", False, "loss")
     twin = variants.resolve("my-dense-compiled")
     assert twin.compiled and twin.load() is v.load() and twin.on_request
-    result = run(Config("my-dense", "loss", "cpu", "fp32", 1, 16, 500, 16, None), FAST)
+    result = run(Config(variant="my-dense", workload="loss", device="cpu", dtype="fp32",
+                        batch=1, context=16, vocab=500, d_model=16, ce_chunk=None), FAST)
     assert result.status == "ok" and result.peak_delta_bytes == 3 * 16 * 500 * 4 + 8  # as dense
 
 
@@ -183,8 +185,10 @@ def test_torch_lce_matches_the_float64_reference(name, case):
 def test_torch_lce_peak_is_one_chunk_of_logits_and_below_the_seeds(shape):
     batch, context, vocab, d_model, chunk = shape
     one_step = Settings(warmup=1, repeats=1)  # the peak is what is checked, not the time
-    lce = run(Config("torch-lce", "loss", "cpu", "fp32", batch, context, vocab, d_model, chunk), one_step)
-    seed = run(Config("chunked", "loss", "cpu", "fp32", batch, context, vocab, d_model, chunk), one_step)
+    lce = run(Config(variant="torch-lce", workload="loss", device="cpu", dtype="fp32",
+                     batch=batch, context=context, vocab=vocab, d_model=d_model, ce_chunk=chunk), one_step)
+    seed = run(Config(variant="chunked", workload="loss", device="cpu", dtype="fp32",
+                      batch=batch, context=context, vocab=vocab, d_model=d_model, ce_chunk=chunk), one_step)
     n = batch * context
     assert lce.status == seed.status == "ok" and n > 2 * chunk
     # One fp32 chunk of logits (reused in place), a chunk-sized scratch of d_model × 4 + 8 bytes

@@ -243,7 +243,7 @@ def sizes_text(config: Config) -> str:
 
 
 def to_json(e: Explanation) -> dict:
-    """A plain-data document of `e`: the point, the peak, the breakdown at the peak (one
+    """A plain-data document of `e`: the point (every axis), the peak, the breakdown at the peak (one
     item per entry: its tensors' count, bytes each and in all, share of the peak Δ), and a
     summary of the timeline."""
     c, t = e.config, e.timeline
@@ -251,8 +251,7 @@ def to_json(e: Explanation) -> dict:
     start = t.backward_start
     peak = e.peak_block
     return {
-        "variant": c.variant, "workload": c.workload, "device": c.device, "dtype": c.dtype, "batch": c.batch,
-        "context": c.context, "tokens": c.tokens, "vocab": c.vocab, "d_model": c.d_model, "ce_chunk": c.ce_chunk,
+        "variant": c.variant, "workload": c.workload, "device": c.device, **c.axis_values(), "tokens": c.tokens,
         "method": e.method, "base_bytes": e.base_bytes, "peak_delta_bytes": e.peak_delta_bytes,
         "breakdown_bytes": e.breakdown_bytes, "residue_bytes": e.residue_bytes,
         "lower_bound_bytes": c.lower_bound_bytes, "logits_fp32_bytes": c.logits_fp32_bytes,

@@ -239,8 +239,8 @@ def _inputs(case: LossCase, dtype: str, setting: Setting, device: str = "cpu") -
     """The case's inputs at `dtype` on `device` (fixed seed), h scaled so the logits' std is
     about `LOGIT_STD`; with `all_ignored`, every target padding."""
     semantics = setting.semantics
-    config = Config("dense", LOSS, device, dtype, case.tokens, 1, case.vocab, case.d_model, case.ce_chunk,
-                    **semantics)
+    config = Config(variant="dense", workload=LOSS, device=device, dtype=dtype, batch=case.tokens, context=1,
+                    vocab=case.vocab, d_model=case.d_model, ce_chunk=case.ce_chunk, **semantics)
     x = inputs.make(config)
     scale = LOGIT_STD * math.sqrt(case.d_model)
     x.h = (x.h.detach().double() * scale).to(x.h.dtype)

@@ -9,15 +9,15 @@ from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
 from cebench.cli.options import DEVICE_HELP, Columns, DeviceAlias, Temperature, VariantNames, Wide, one_name, with_axes
-from cebench.core.axes import MODEL_AXES, SEMANTICS
+from cebench.core.axes import AXES, SEMANTICS, VERIFIED
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
     from cebench.analyze.verify import LossCheck, SamplerCheck, Setting
 
-# What verify does not take: its shapes are its own; a step's steady state and a model's step are not a loss's
-# semantics (verify checks values, which they do not change).
-NOT_VERIFIED = ("batch", "context", "vocab", "d_model", "ce_chunk", "grads", "retain_graph", *MODEL_AXES)
+# What verify does not take (`Axis.verify` is None): its shapes are its own; a step's steady state and a model's
+# step are not a loss's semantics (verify checks values, which they do not change).
+NOT_VERIFIED = tuple(a.name for a in AXES if a not in VERIFIED)
 
 
 def _verdict(passed: bool | None) -> Text:
@@ -140,7 +140,7 @@ def sampler_table(checks: list[SamplerCheck]) -> Table:
 
 
 @command()
-@with_axes(skip=NOT_VERIFIED, defaults={a.name: f"Default: {a.verify}." for a in SEMANTICS})
+@with_axes(skip=NOT_VERIFIED, defaults={a.name: f"Default: {a.verify}." for a in VERIFIED if a.verify})
 def verify(
     ctx: typer.Context,
     variant: VariantNames = None,

@@ -11,7 +11,9 @@ A leaf module: it imports nothing from cebench but the error type, and never tor
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
+from typing import TypeVar
 
 from cebench.core.errors import UsageError
 
@@ -106,103 +108,177 @@ def parse_unit_interval(text: str, param: str) -> tuple[float, ...]:
     return _parse_floats(text, param, lambda v: 0 <= v <= 1, "must be from 0 to 1")
 
 
-REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
-GRADS: tuple[str, ...] = ("none", "keep")
-OPTIMIZERS: tuple[str, ...] = ("none", "sgd", "adamw")  # torch.optim's, with their defaults
-CHECKPOINTING: tuple[str, ...] = ("none", "blocks")
+class Choice(str, Enum):
+    """A word an axis takes (an enum whose members equal, hash and print as their CSV text)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    __hash__ = str.__hash__
+
+
+class Reduction(Choice):
+    """How the per-row losses become the step's loss."""
+
+    MEAN = "mean"
+    SUM = "sum"
+    NONE = "none"  # per-row losses; the step backpropagates a fixed upstream gradient
+
+
+class Grads(Choice):
+    """The gradients before each step."""
+
+    NONE = "none"  # set to None: allocated fresh
+    KEEP = "keep"  # the previous step's stay and the new ones accumulate into them
+
+
+class YesNo(Choice):
+    """A switch's value."""
+
+    YES = "yes"
+    NO = "no"
+
+
+class Optimizer(Choice):
+    """The optimizer of a model's step (torch.optim's, default settings)."""
+
+    NONE = "none"
+    SGD = "sgd"
+    ADAMW = "adamw"
+
+
+class Checkpointing(Choice):
+    """Activation checkpointing of a model's blocks."""
+
+    NONE = "none"
+    BLOCKS = "blocks"  # each block under torch.utils.checkpoint, non-reentrant
+
+
+NO_MODEL = "none"  # the `model` of a point that measures the loss alone
 _YES, _NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off")
+C = TypeVar("C", bound=Choice)
 
 
-def _parse_choices(text: str, param: str, choices: tuple[str, ...]) -> tuple[str, ...]:
-    """Comma-separated words, each one of `choices` (case ignored), duplicates dropped."""
-    values = [p.lower() for p in split(text, param)]
-    for value in values:
-        if value not in choices:
-            raise UsageError(f"'{value}' is not one of {', '.join(choices)}", param)
-    return _unique(values)
+def choices(enum: type[C]) -> Callable[[str, str], tuple[C, ...]]:
+    """A parser of comma-separated words, each a member of `enum` (case ignored), duplicates dropped."""
+    words = tuple(m.value for m in enum)
 
+    def parse(text: str, param: str) -> tuple[C, ...]:
+        values = [p.lower() for p in split(text, param)]
+        for value in values:
+            if value not in words:
+                raise UsageError(f"'{value}' is not one of {', '.join(words)}", param)
+        return _unique([enum(v) for v in values])
 
-def parse_grads(text: str, param: str) -> tuple[str, ...]:
-    """'none,keep' → ('none', 'keep'): each one of `GRADS`."""
-    return _parse_choices(text, param, GRADS)
-
-
-def parse_optimizers(text: str, param: str) -> tuple[str, ...]:
-    """'adamw,none' → ('adamw', 'none'): each one of `OPTIMIZERS`."""
-    return _parse_choices(text, param, OPTIMIZERS)
-
-
-def parse_checkpointing(text: str, param: str) -> tuple[str, ...]:
-    """'none,blocks' → ('none', 'blocks'): each one of `CHECKPOINTING`."""
-    return _parse_choices(text, param, CHECKPOINTING)
+    parse.__doc__ = f"'{words[0]},{words[-1]}' → ({enum.__name__}.{words[0].upper()}, ...): each one of {words}."
+    return parse
 
 
 def parse_models(text: str, param: str) -> tuple[str, ...]:
     """'gpt2,cfg.json' → ('gpt2', 'cfg.json'): model names as given (`cebench.models`
-    resolves and checks them), duplicates dropped; 'none': the loss alone, never beside a model."""
+    resolves and checks them), duplicates dropped; `NO_MODEL`: the loss alone, never beside a model."""
     values = _unique(split(text, param))
-    if "none" in values and len(values) > 1:
-        raise UsageError("'none' (the loss alone) and a model cannot share one grid: their vocab and d_model differ",
-                         param)
+    if NO_MODEL in values and len(values) > 1:
+        raise UsageError(f"'{NO_MODEL}' (the loss alone) and a model cannot share one grid: their vocab and d_model "
+                         "differ", param)
     return values
 
 
-def parse_switch(text: str, param: str) -> tuple[str, ...]:
-    """'yes', 'true', '1', 'on' → ('yes',); 'no', 'false', '0', 'off' → ('no',); comma-separated."""
+def parse_switch(text: str, param: str) -> tuple[YesNo, ...]:
+    """'yes', 'true', '1', 'on' → (YES,); 'no', 'false', '0', 'off' → (NO,); comma-separated."""
     values = []
     for part in split(text, param):
         key = part.lower()
         if key not in _YES + _NO:
             raise UsageError(f"'{part}' is not yes or no", param)
-        values.append("yes" if key in _YES else "no")
+        values.append(YesNo.YES if key in _YES else YesNo.NO)
     return _unique(values)
 
 
-def parse_reductions(text: str, param: str) -> tuple[str, ...]:
-    """'mean,none' → ('mean', 'none'): each one of `REDUCTIONS`."""
-    return _parse_choices(text, param, REDUCTIONS)
+class Role(Choice):
+    """What an axis is to a point; each role has its own rules (in `cebench.run.grid`,
+    `verify`, the table's group heading), so an axis's role decides them."""
+
+    SIZE = "size"  # the problem's size and dtype: every point names one value
+    CHUNK = "chunk"  # a chunked variant's own (ce_chunk): other variants get None, the table shows it per row
+    SEMANTICS = "semantics"  # the loss's semantics: verify checks them, a sampler takes their off value
+    STEP = "step"  # the loss step's steady state: needs a graph (the loss workload)
+    MODEL = "model"  # the model whose training step the loss runs in, and that step's settings
 
 
-@dataclass(frozen=True)
+# The roles in the order the table's group heading names them.
+HEADING_ROLES: tuple[Role, ...] = (Role.MODEL, Role.SIZE, Role.SEMANTICS, Role.STEP)
+_KINDS: dict[type, str] = {int: "int", float: "float", str: "text"}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Axis:
-    """One sweep axis.
+    """One sweep axis, declared by keyword; everything about it is derived from here.
 
-    `name` is the `Config` field, the command's parameter and the CSV column; `parse`
-    turns the option's comma-separated text into values (raising `UsageError` naming the
-    parameter); `defaults` maps a device kind ('cpu', 'cuda') or '*' to the text of its
-    default values; `off` is a `Config`'s value when the axis is not swept (None: the axis
-    has no such value, every point names one). `chunked_only` axes apply to chunked
-    variants alone (the others get None). `kind`, `unit` and `doc` describe the CSV column,
-    `added` is the schema version that added it. `loss_only` axes are loss semantics (the
-    sample workload takes their `off` value); `keyword` ones are passed to a loss variant as
-    a keyword argument of the axis's name when not `off`, and a variant that does not take
-    it cannot run such a point. `label` formats a value that is not `off` for titles
-    ('softcap {:g}'), `short` for a narrow column header ('cap {:g}'). `verify` is the text of
-    the values `cebench verify` checks a loss semantics at when none are given.
+    `name` is the `Config` field, the command's parameter (`--name-with-dashes`) and the CSV
+    column; `type` the Python type of a value (`int`, `float`, `str` or a `Choice`; `Config`'s
+    field type and the column's kind come from it); `role` decides its rules (see `Role`).
+    `parse` turns the option's comma-separated text into values (raising `UsageError` naming
+    the parameter); `defaults` maps a device kind ('cpu', 'cuda') or '*' to the text of its
+    default values; `off` is a `Config`'s value when the axis is not swept (None: every point
+    names a value). `help` is the option's help where a grid is swept, `one` where a command
+    takes a single value; `unit` and `doc` describe the CSV column, `added` is the schema
+    version that added it (an axis declared after schema 6 gets its column at the CSV's end).
+    `keyword`: passed to a loss variant as a keyword argument of the axis's name when not
+    `off` (a variant that does not take it cannot run such a point). `label` names a value
+    that is not `off` in titles and the group heading ('softcap {:g}', or a function of the
+    value); `sep` goes before it in the heading; `short` is a narrow column header ('cap {:g}').
+    `verify`: the text of the values `cebench verify` checks at when none are given ('' the
+    device's default; None: verify does not take the axis). `switch`: a flag on the command
+    line (`--retain-graph`), 'yes' when given. Grid rules as data: `requires` = (an axis, why)
+    whose value must not be off for this one to be anything but off; `model_sets`: a model
+    decides the value (giving it with `--model` is an error); `without_model`: why a value
+    other than off cannot be used inside a model's step.
     """
 
     name: str
+    type: type
+    role: Role
     help: str
-    one: str  # the help of a command that takes a single value ("Batch size")
+    one: str
     parse: Callable[[str, str], tuple]
     defaults: Mapping[str, str]
-    kind: str
-    unit: str
+    unit: str = ""
     doc: str
     added: int = 1
     off: object = None
-    chunked_only: bool = False
-    metavar: str = field(default="LIST")
-    loss_only: bool = False
+    metavar: str = "LIST"
     keyword: bool = False
-    label: str = ""
+    label: str | Callable[[object], str] = ""
+    sep: str = " · "
     short: str = ""
-    verify: str = ""
-    switch: bool = False  # a flag on the command line (--retain-graph), 'yes' when given
+    verify: str | None = None
+    switch: bool = False
+    requires: tuple[str, str] | None = None
+    model_sets: bool = False
+    without_model: str = ""
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def kind(self) -> str:
+        """The CSV column's kind: 'int', 'float' or 'text'."""
+        return next(k for t, k in _KINDS.items() if issubclass(self.type, t))
+
+    @property
+    def chunked_only(self) -> bool:
+        """Whether the axis applies to chunked variants alone (the others get None)."""
+        return self.role is Role.CHUNK
+
+    @property
+    def loss_only(self) -> bool:
+        """Whether the axis is a loss semantics (the sample workload takes its `off` value)."""
+        return self.role is Role.SEMANTICS
 
     def default_text(self, device: str) -> str:
         """The text of `device`'s default values."""
@@ -231,83 +307,113 @@ class Axis:
         """`value` as option text: '0.25', '30', 'mean'."""
         return f"{value:g}" if isinstance(value, float) else str(value)
 
+    def labelled(self, value: object) -> str:
+        """`value` as its label says ('softcap 30'); a CSV cell is read as the axis's type first."""
+        if self.kind == "float":
+            value = float(value)  # type: ignore[arg-type]
+        elif self.kind == "int":
+            value = int(value)  # type: ignore[call-overload]
+        return self.label(value) if callable(self.label) else self.label.format(value)
 
+
+def _file_name(model: object) -> str:
+    """A model by its file's name ('llama.json' for 'configs/llama.json'): the CSV keeps the path whole."""
+    return str(model).rsplit("/", 1)[-1]
+
+
+_MODEL_STEP = ("model", "applies to a model's training step")
 AXES: tuple[Axis, ...] = (
     # CPU: small enough that `cebench sweep --vocab 50257` (16 points: 5 loss variants, 2 batches, 2 chunk
     # sizes, 6 torch.compile calls) finishes in under three minutes on 2 cores with a cold compile cache, with
     # N ≫ ce_chunk at batch 8. CUDA: the 1B setting of fractus's chunked loss (d_model 2048, context 128) in bf16;
     # bf16 matmuls are ~40× slower than fp32 on a CPU.
-    Axis("dtype", "Dtypes of h and weight, comma-separated: fp32, bf16, fp16.", "Dtype of h and weight: fp32, "
-         "bf16, fp16.", parse_dtypes, {"cpu": "fp32", "cuda": "bf16"}, "text", "",
-         "dtype of `h` and `weight`: `fp32`, `bf16`, `fp16`"),
-    Axis("batch", "Batch sizes, comma-separated.", "Batch size.", parse_ints,
-         {"cpu": "2,8", "cuda": "4,8,16,32"}, "int", "sequences", "sequences per step"),
-    Axis("context", "Context lengths (tokens per sequence).", "Context length.", parse_ints, {"*": "128"},
-         "int", "tokens", "tokens per sequence"),
-    Axis("vocab", "Vocabulary sizes (≥ 2).", "Vocabulary size (≥ 2).", parse_vocab, {"*": "50257"}, "int",
-         "tokens", "vocabulary size"),
-    Axis("d_model", "Hidden sizes.", "Hidden size.", parse_ints, {"cpu": "128", "cuda": "2048"}, "int", "",
-         "hidden size"),
-    Axis("ce_chunk", "Rows per chunk, for chunked variants.", "Rows per chunk, for chunked variants.", parse_ints,
-         {"cpu": "256,512", "cuda": "2048,8192"}, "int", "rows", "rows per chunk; empty for variants that "
-         "do not chunk", chunked_only=True),
-    Axis("ignore_frac", "Shares of the targets set to -100 (ignored: padding), each in [0, 1), placed at "
-         "random.", "Share of the targets set to -100 (ignored: padding), in [0, 1).", parse_fractions, {"*": "0"},
-         "float", "", "share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed "
-         "seed; the loss is the mean over the others", added=4, off=0.0, loss_only=True, label="{:.0%} ignored",
-         short="ign {:g}", verify="0.25"),
-    Axis("softcap", "Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: "
-         "none.", "Final-logit softcap c (logits → c·tanh(logits / c)); 0: none.", parse_nonnegative, {"*": "0"},
-         "float", "", "final-logit softcap c: the loss sees c·tanh(logits / c); 0: none", added=5, off=0.0,
-         loss_only=True, keyword=True, label="softcap {:g}", short="cap {:g}", verify="2"),
-    Axis("label_smoothing", "Label smoothing ε, each in [0, 1] (torch's definition).", "Label smoothing ε in [0, "
-         "1] (torch's definition).", parse_unit_interval, {"*": "0"}, "float", "", "label smoothing ε (torch's "
-         "definition: (1 − ε)·CE + ε·mean over the vocabulary of −log p)", added=5, off=0.0, loss_only=True,
+    Axis(name="dtype", type=str, role=Role.SIZE, parse=parse_dtypes, defaults={"cpu": "fp32", "cuda": "bf16"},
+         help="Dtypes of h and weight, comma-separated: fp32, bf16, fp16.",
+         one="Dtype of h and weight: fp32, bf16, fp16.",
+         doc="dtype of `h` and `weight`: `fp32`, `bf16`, `fp16`", verify=""),
+    Axis(name="batch", type=int, role=Role.SIZE, parse=parse_ints, defaults={"cpu": "2,8", "cuda": "4,8,16,32"},
+         help="Batch sizes, comma-separated.", one="Batch size.", unit="sequences", doc="sequences per step",
+         label="batch {}", sep=" · "),
+    Axis(name="context", type=int, role=Role.SIZE, parse=parse_ints, defaults={"*": "128"},
+         help="Context lengths (tokens per sequence).", one="Context length.", unit="tokens",
+         doc="tokens per sequence", label="context {}", sep=" × "),
+    Axis(name="vocab", type=int, role=Role.SIZE, parse=parse_vocab, defaults={"*": "50257"},
+         help="Vocabulary sizes (≥ 2).", one="Vocabulary size (≥ 2).", unit="tokens", doc="vocabulary size",
+         label="vocab {:,}", model_sets=True),
+    Axis(name="d_model", type=int, role=Role.SIZE, parse=parse_ints, defaults={"cpu": "128", "cuda": "2048"},
+         help="Hidden sizes.", one="Hidden size.", doc="hidden size", label="d_model {:,}", model_sets=True),
+    Axis(name="ce_chunk", type=int, role=Role.CHUNK, parse=parse_ints, defaults={"cpu": "256,512", "cuda": "2048,8192"},
+         help="Rows per chunk, for chunked variants.", one="Rows per chunk, for chunked variants.", unit="rows",
+         doc="rows per chunk; empty for variants that do not chunk"),
+    Axis(name="ignore_frac", type=float, role=Role.SEMANTICS, parse=parse_fractions, defaults={"*": "0"}, off=0.0,
+         help="Shares of the targets set to -100 (ignored: padding), each in [0, 1), placed at random.",
+         one="Share of the targets set to -100 (ignored: padding), in [0, 1).",
+         doc="share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed seed; the "
+             "loss is the mean over the others", added=4, label="{:.0%} ignored", short="ign {:g}", verify="0.25"),
+    Axis(name="softcap", type=float, role=Role.SEMANTICS, parse=parse_nonnegative, defaults={"*": "0"}, off=0.0,
+         help="Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: none.",
+         one="Final-logit softcap c (logits → c·tanh(logits / c)); 0: none.",
+         doc="final-logit softcap c: the loss sees c·tanh(logits / c); 0: none", added=5, keyword=True,
+         label="softcap {:g}", short="cap {:g}", verify="2"),
+    Axis(name="label_smoothing", type=float, role=Role.SEMANTICS, parse=parse_unit_interval, defaults={"*": "0"},
+         off=0.0, help="Label smoothing ε, each in [0, 1] (torch's definition).",
+         one="Label smoothing ε in [0, 1] (torch's definition).",
+         doc="label smoothing ε (torch's definition: (1 − ε)·CE + ε·mean over the vocabulary of −log p)", added=5,
          keyword=True, label="smoothing {:g}", short="ls {:g}", verify="0.1"),
-    Axis("z_loss", "z-loss coefficients: coefficient × the mean squared log-sum-exp, added to the loss.",
-         "z-loss coefficient: × the mean squared log-sum-exp, added to the loss.", parse_nonnegative, {"*": "0"},
-         "float", "", "z-loss coefficient: the loss gains it × the mean (over real targets) of log-sum-exp²",
-         added=5, off=0.0, loss_only=True, keyword=True, label="z-loss {:g}", short="z {:g}",
-         verify="0.01"),
-    Axis("reduction", "Reductions: mean, sum, none (none: the step backpropagates a fixed random upstream "
-         "gradient).", "Reduction: mean, sum or none.", parse_reductions, {"*": "mean"}, "text", "",
-         "`mean`, `sum` or `none` (per-row losses; the step backpropagates a fixed, non-uniform upstream "
-         "gradient)", added=5, off="mean", loss_only=True, keyword=True, label="reduction {}", short="{}",
-         verify="sum,none"),
+    Axis(name="z_loss", type=float, role=Role.SEMANTICS, parse=parse_nonnegative, defaults={"*": "0"}, off=0.0,
+         help="z-loss coefficients: coefficient × the mean squared log-sum-exp, added to the loss.",
+         one="z-loss coefficient: × the mean squared log-sum-exp, added to the loss.",
+         doc="z-loss coefficient: the loss gains it × the mean (over real targets) of log-sum-exp²", added=5,
+         keyword=True, label="z-loss {:g}", short="z {:g}", verify="0.01"),
+    Axis(name="reduction", type=Reduction, role=Role.SEMANTICS, parse=choices(Reduction), defaults={"*": "mean"},
+         off=Reduction.MEAN,
+         help="Reductions: mean, sum, none (none: the step backpropagates a fixed random upstream gradient).",
+         one="Reduction: mean, sum or none.",
+         doc="`mean`, `sum` or `none` (per-row losses; the step backpropagates a fixed, non-uniform upstream "
+             "gradient)", added=5, keyword=True, label="reduction {}", short="{}", verify="sum,none"),
     # Steady-state semantics of the step (loss workload only; not loss semantics: verify ignores them).
-    Axis("grads", "Gradients before each step: none (set to None: allocated fresh) or keep (the previous step's "
-         "stay allocated and the new ones accumulate into them, as in gradient accumulation and in Liger-Kernel's "
-         "harness); comma-separated.", "Gradients before the step: none (set to None) or keep (the previous "
-         "step's stay and the new ones accumulate into them).", parse_grads, {"*": "none"}, "text", "",
-         "`none` (gradients set to None before each step) or `keep` (the previous step's stay allocated, counted in "
-         "`base_bytes`, and the new ones accumulate into them)", added=5, off="none", label="grads {}",
-         short="grads {}"),
-    Axis("retain_graph", "Call backward(..., retain_graph=True): the saved tensors stay alive until the step "
-         "ends.", "Call backward(..., retain_graph=True).", parse_switch, {"*": "no"}, "text", "",
-         "`yes`: the step calls `backward(..., retain_graph=True)`, so the saved tensors live until it ends",
-         added=5, off="no", label="retain graph", short="retain", switch=True),
+    Axis(name="grads", type=Grads, role=Role.STEP, parse=choices(Grads), defaults={"*": "none"}, off=Grads.NONE,
+         help="Gradients before each step: none (set to None: allocated fresh) or keep (the previous step's stay "
+              "allocated and the new ones accumulate into them, as in gradient accumulation and in Liger-Kernel's "
+              "harness); comma-separated.",
+         one="Gradients before the step: none (set to None) or keep (the previous step's stay and the new ones "
+             "accumulate into them).",
+         doc="`none` (gradients set to None before each step) or `keep` (the previous step's stay allocated, counted "
+             "in `base_bytes`, and the new ones accumulate into them)", added=5, label="grads {}", short="grads {}",
+         without_model="a model's step ends with zero_grad(set_to_none=True): its gradients are not kept"),
+    Axis(name="retain_graph", type=YesNo, role=Role.STEP, parse=parse_switch, defaults={"*": "no"}, off=YesNo.NO,
+         help="Call backward(..., retain_graph=True): the saved tensors stay alive until the step ends.",
+         one="Call backward(..., retain_graph=True).",
+         doc="`yes`: the step calls `backward(..., retain_graph=True)`, so the saved tensors live until it ends",
+         added=5, label="retain graph", short="retain", switch=True),
     # The model whose training step the loss runs in (its vocab and d_model are the model's), and that step's
     # optimizer and activation checkpointing; a loss alone has neither.
-    Axis("model", "Models whose training step the loss runs in, comma-separated: a preset (cebench models), a "
-         "Hugging Face config.json, or path/to/file.py:build / package.module:build; the model sets vocab and "
-         "d_model.", "Model whose training step the loss runs in: a preset (cebench models), a config.json, or "
-         "file.py:build / package.module:build.", parse_models, {"*": "none"}, "text", "",
-         "the model whose training step the loss ran in (a preset, a config.json path or a build); `none`: the "
-         "loss alone", added=6, off="none", metavar="MODEL", label="{}", short="{}"),
-    Axis("optimizer", "Optimizers of the model's step: none, sgd, adamw (torch.optim's, default settings); with "
-         "--model.", "Optimizer of the model's step: none, sgd or adamw (with --model).", parse_optimizers,
-         {"*": "adamw"}, "text", "", "`none`, `sgd` or `adamw` (torch.optim's, default settings): the optimizer "
-         "step of a `model` row; `none` for the loss alone", added=6, off="none", label="{}", short="{}"),
-    Axis("activation_checkpointing", "Activation checkpointing of the model's blocks: none, blocks (each block "
-         "under torch.utils.checkpoint, non-reentrant); with --model.", "Activation checkpointing: none or blocks "
-         "(with --model).", parse_checkpointing, {"*": "none"}, "text", "", "`none` or `blocks` (each block of the "
-         "model under `torch.utils.checkpoint`, non-reentrant)", added=6, off="none", label="checkpointing {}",
-         short="ac {}"),
+    Axis(name="model", type=str, role=Role.MODEL, parse=parse_models, defaults={"*": NO_MODEL}, off=NO_MODEL,
+         help="Models whose training step the loss runs in, comma-separated: a preset (cebench models), a Hugging "
+              "Face config.json, or path/to/file.py:build / package.module:build; the model sets vocab and d_model.",
+         one="Model whose training step the loss runs in: a preset (cebench models), a config.json, or "
+             "file.py:build / package.module:build.",
+         doc="the model whose training step the loss ran in (a preset, a config.json path or a build); `none`: the "
+             "loss alone", added=6, metavar="MODEL", label=_file_name, short="{}"),
+    Axis(name="optimizer", type=Optimizer, role=Role.MODEL, parse=choices(Optimizer), defaults={"*": "adamw"},
+         off=Optimizer.NONE, help="Optimizers of the model's step: none, sgd, adamw (torch.optim's, default "
+                                  "settings); with --model.",
+         one="Optimizer of the model's step: none, sgd or adamw (with --model).",
+         doc="`none`, `sgd` or `adamw` (torch.optim's, default settings): the optimizer step of a `model` row; "
+             "`none` for the loss alone", added=6, label="{}", short="{}", requires=_MODEL_STEP),
+    Axis(name="activation_checkpointing", type=Checkpointing, role=Role.MODEL, parse=choices(Checkpointing),
+         defaults={"*": "none"}, off=Checkpointing.NONE,
+         help="Activation checkpointing of the model's blocks: none, blocks (each block under "
+              "torch.utils.checkpoint, non-reentrant); with --model.",
+         one="Activation checkpointing: none or blocks (with --model).",
+         doc="`none` or `blocks` (each block of the model under `torch.utils.checkpoint`, non-reentrant)", added=6,
+         label="checkpointing {}", short="ac {}", requires=_MODEL_STEP),
 )
-MODEL_AXES: tuple[str, ...] = ("model", "optimizer", "activation_checkpointing")  # a point with a model only
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
+MODEL_AXES: tuple[str, ...] = tuple(a.name for a in AXES if a.role is Role.MODEL)  # a point with a model only
 SEMANTICS: tuple[Axis, ...] = tuple(a for a in AXES if a.loss_only)  # the loss's semantics, padding included
 FEATURES: tuple[Axis, ...] = tuple(a for a in AXES if a.keyword)  # those a variant must take as keywords
+VERIFIED: tuple[Axis, ...] = tuple(a for a in AXES if a.verify is not None)  # the axes `cebench verify` takes
 # What a figure's x axis can run along: the numeric axes (ce_chunk is a line's own).
 X_AXES: tuple[str, ...] = tuple(a.name for a in AXES if a.kind in ("int", "float") and not a.chunked_only)
 
@@ -315,10 +421,17 @@ X_AXES: tuple[str, ...] = tuple(a.name for a in AXES if a.kind in ("int", "float
 def semantics_label(values: Mapping[str, object]) -> str:
     """'25% ignored · softcap 30' for a point's (or a row's) semantics that are not off; ''
     when every one is off. A missing or empty value counts as off."""
-    labels = []
-    for axis in SEMANTICS:
-        value = values.get(axis.name)
-        if axis.is_off(value):
-            continue
-        labels.append(axis.label.format(float(value) if axis.kind == "float" else value))
-    return " · ".join(labels)
+    return " · ".join(a.labelled(values.get(a.name)) for a in SEMANTICS if not a.is_off(values.get(a.name)))
+
+
+def heading(values: Mapping[str, object]) -> str:
+    """The group heading of a point's (or a row's) values: 'gpt2 · adamw · batch 8 × context
+    128 · vocab 50,257 · d_model 768 · softcap 30 · grads keep': each labelled axis whose
+    value is not off (every one that has no off value), by `HEADING_ROLES`, then declaration order."""
+    text = ""
+    for role in HEADING_ROLES:
+        for axis in AXES:
+            value = values.get(axis.name)
+            if axis.role is role and axis.label and (axis.off is None or not axis.is_off(value)):
+                text += (axis.sep if text else "") + axis.labelled(value)
+    return text

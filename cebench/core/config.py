@@ -1,17 +1,34 @@
 """The measured point (`Config`) and the names it is made of: dtypes and workloads.
 
-A leaf module: it imports nothing from cebench, and torch only when a `torch.dtype` is
-asked for, so that the command line can parse and check options without importing torch.
+`Config`'s fields are the axes' (`cebench.core.axes.AXES`): built at run time with
+`make_dataclass`, and written out as a class for type checkers in the generated block below
+(`make types`). Imports torch only when a `torch.dtype` is asked for,
+so that the command line can parse and check options without importing torch.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
 from typing import TYPE_CHECKING
 
-from cebench.core.axes import AXES, DTYPE_ALIASES, DTYPES, FEATURES, ITEMSIZE
+from cebench.core import generated
+from cebench.core.axes import (
+    AXES,
+    DTYPE_ALIASES,
+    DTYPES,
+    FEATURES,
+    ITEMSIZE,
+    NO_MODEL,
+    Axis,
+    Checkpointing,
+    Choice,
+    Grads,
+    Optimizer,
+    Reduction,
+    YesNo,
+)
 
-__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOSS", "SAMPLE", "WORKLOADS", "Config", "Settings",
-           "torch_dtype"]
+__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOSS", "SAMPLE", "WORKLOADS", "Checkpointing", "Config",
+           "Grads", "Optimizer", "Reduction", "Settings", "YesNo", "torch_dtype"]
 
 if TYPE_CHECKING:
     import torch
@@ -38,24 +55,72 @@ class Settings:
     repeats: int
 
 
-class _Point:
-    """What a point is besides its fields (see `Config`)."""
+# The fields of a point: a variant, its workload and device, one value of every axis (`ce_chunk` None for
+# variants that do not chunk) and the sampling temperature (sample workload only). They come from `AXES`:
+# an axis with an `off` value defaults to it, so a point that does not sweep it need not name it.
+TEMPERATURE = 0.9
 
-    __slots__ = ()
-    variant: str
-    workload: str
-    dtype: str
-    batch: int
-    context: int
-    vocab: int
-    d_model: int
-    reduction: str
-    model: str
+
+def _fields() -> list[tuple[str, str, object]]:
+    """(name, type's source, default or `generated.REQUIRED`) of each of a point's fields, in order."""
+    def typed(axis: Axis) -> str:
+        return f"{axis.type.__name__} | None" if axis.chunked_only else axis.type.__name__
+
+    required = [(a.name, typed(a), generated.REQUIRED) for a in AXES if a.off is None]
+    defaults = [(a.name, typed(a), a.off) for a in AXES if a.off is not None]
+    return ([(name, "str", generated.REQUIRED) for name in ("variant", "workload", "device")] + required
+            + [("temperature", "float", TEMPERATURE)] + defaults)
+
+
+def typed_source() -> str:
+    """The class statement of `_Fields` that the generated block below holds."""
+    return generated.dataclass_source("_Fields", _fields())
+
+
+if TYPE_CHECKING:
+    # <generated: make types>
+    @dataclass(frozen=True, kw_only=True)
+    class _Fields:
+        variant: str
+        workload: str
+        device: str
+        dtype: str
+        batch: int
+        context: int
+        vocab: int
+        d_model: int
+        ce_chunk: int | None
+        temperature: float = 0.9
+        ignore_frac: float = 0.0
+        softcap: float = 0.0
+        label_smoothing: float = 0.0
+        z_loss: float = 0.0
+        reduction: Reduction = Reduction.MEAN
+        grads: Grads = Grads.NONE
+        retain_graph: YesNo = YesNo.NO
+        model: str = 'none'
+        optimizer: Optimizer = Optimizer.NONE
+        activation_checkpointing: Checkpointing = Checkpointing.NONE
+    # </generated>
+else:
+    _Fields = make_dataclass("_Fields", [(n, object) if d is generated.REQUIRED else (n, object, field(default=d))
+                                         for n, _, d in _fields()], frozen=True, kw_only=True,
+                             namespace={"__module__": __name__})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config(_Fields):
+    """One measured point (its fields: `_fields()`, from `AXES`): `tokens` = batch × context
+    rows of hidden states (N). Built by keyword."""
+
+    def axis_values(self) -> dict[str, object]:
+        """Each axis's value (`AXES` name → value; a word as its plain text), for a plain-data document."""
+        return {a.name: str(v) if isinstance(v := getattr(self, a.name), Choice) else v for a in AXES}
 
     @property
     def has_model(self) -> bool:
-        """Whether the loss runs inside a model's training step (`model` is not 'none')."""
-        return self.model != "none"
+        """Whether the loss runs inside a model's training step (`model` is not `NO_MODEL`)."""
+        return self.model != NO_MODEL
 
     @property
     def tokens(self) -> int:
@@ -83,20 +148,6 @@ class _Point:
         (a scalar; N rows with reduction none). Sample: the N int64 token ids it returns."""
         if self.workload == SAMPLE:
             return self.tokens * 8
-        loss = self.tokens * 4 if self.reduction == "none" else 4
+        loss = self.tokens * 4 if self.reduction == Reduction.NONE else 4
         return (self.tokens + self.vocab) * self.d_model * ITEMSIZE[self.dtype] + loss
 
-
-# One measured point: a variant, its workload and device, one value of every axis (in the
-# order of `AXES`; `ce_chunk` is None for variants that do not chunk), and the sampling
-# temperature (sample workload only). Its fields come from `AXES`: an axis with an `off`
-# value defaults to it, so a point that does not sweep it need not name it.
-Config = make_dataclass(
-    "Config",
-    [("variant", str), ("workload", str), ("device", str)]
-    + [(a.name, object) for a in AXES if a.off is None]
-    + [("temperature", float, field(default=0.9))]
-    + [(a.name, object, field(default=a.off)) for a in AXES if a.off is not None],
-    bases=(_Point,), frozen=True)
-Config.__module__ = __name__  # so that points pickle (they are sent to isolated children)
-Config.__doc__ = """One measured point: `tokens` = batch × context rows of hidden states (N)."""

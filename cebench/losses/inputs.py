@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cebench.core.config import LOSS, Config
+from cebench.core.config import LOSS, Config, Reduction
 
 SEED = 0
 IGNORE_INDEX = -100  # the target of a padding row: torch's default ignore_index, and every peer's
@@ -58,7 +58,7 @@ def labels(config: Config, device: torch.device, gen: torch.Generator) -> tuple[
     per-row losses (else None), drawn from `gen` after whatever the caller drew; on `meta`
     their shapes alone."""
     n = config.tokens
-    with_upstream = config.workload == LOSS and config.reduction == "none"
+    with_upstream = config.workload == LOSS and config.reduction == Reduction.NONE
     if device.type == "meta":
         return (torch.empty(n, dtype=torch.long, device=device),
                 torch.empty(n, device=device) if with_upstream else None)

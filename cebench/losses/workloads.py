@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cebench.core.config import SAMPLE, Config
+from cebench.core.config import SAMPLE, Config, Grads, YesNo
 from cebench.losses.inputs import Inputs
 
 
@@ -42,7 +42,7 @@ def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -
 
         return Step(lambda: None, sample, check)
 
-    keep, retain = config.grads == "keep", config.retain_graph == "yes"  # steady-state semantics (see `Config`)
+    keep, retain = config.grads == Grads.KEEP, config.retain_graph == YesNo.YES  # steady-state semantics (see `Config`)
 
     def prepare() -> None:
         if not keep:  # --grads keep: the previous step's gradients stay, and the next accumulate into them

@@ -19,7 +19,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from cebench.core import devices
-from cebench.core.config import Config, torch_dtype
+from cebench.core.config import Config, Grads, torch_dtype
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
@@ -79,7 +79,7 @@ def _steady(config: Config) -> tuple[Callable[..., torch.Tensor], Callable[[Call
         return fn, lambda loss: training_mod.make_step(loss, training, config), training.tensors(), training
     x = inputs_mod.make(config, device="meta")
     fn = variants.get(config.variant).load()
-    if config.grads == "keep":  # the previous step, which leaves its gradients behind
+    if config.grads == Grads.KEEP:  # the previous step, which leaves its gradients behind
         warm = make_step(fn, x, config)
         warm.prepare()
         warm.run()

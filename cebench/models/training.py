@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from cebench.core import devices
-from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS
+from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Optimizer, YesNo
 from cebench.core.config import Config
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
@@ -112,8 +112,8 @@ def make(config: Config, device: str | torch.device | None = None,
     return Training(built, optimizer, ids, *labels(config, device, gen))
 
 
-def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer_name: str, checkpointing: str,
-               kind: str) -> tuple[Built, torch.optim.Optimizer | None]:
+def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer_name: Optimizer,
+               checkpointing: Checkpointing, kind: str) -> tuple[Built, torch.optim.Optimizer | None]:
     """`model` built on `device` in `dtype` (parameters drawn with a fixed seed), its blocks
     checkpointed as `checkpointing` says, and its optimizer `optimizer_name`. On `meta` it
     stands in for a device of `kind` ('cpu', 'cuda'): its attention kernel and optimizer
@@ -121,7 +121,8 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
     kind's, and the optimizer has the state one step gives it."""
     meta = device.type == "meta"
     torch.manual_seed(SEED)
-    built = model.build(device, dtype, checkpointing=checkpointing == "blocks", attention=kind if meta else None)
+    blocks = checkpointing == Checkpointing.BLOCKS
+    built = model.build(device, dtype, checkpointing=blocks, attention=kind if meta else None)
     params = built.params
     optimizer = _optimizer(optimizer_name, params, kind if meta else None)
     if meta and optimizer is not None:  # its state, as after a first step (nothing is computed on meta)
@@ -133,16 +134,16 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
     return built, optimizer
 
 
-def _optimizer(name: str, params: list[torch.Tensor], kind: str | None) -> torch.optim.Optimizer | None:
-    """torch.optim's `name` ('sgd', 'adamw'; 'none': None) over `params` with its defaults;
+def _optimizer(name: Optimizer, params: list[torch.Tensor], kind: str | None) -> torch.optim.Optimizer | None:
+    """torch.optim's `name` (SGD, AdamW; NONE: None) over `params` with its defaults;
     `kind`: choose its for-each implementation as torch does on that kind of device (None:
     torch chooses for the parameters' own device)."""
-    if name == "none":
+    if name == Optimizer.NONE:
         return None
     from torch.optim.optimizer import _get_foreach_kernels_supported_devices
 
     foreach = None if kind is None else kind in _get_foreach_kernels_supported_devices()
-    cls = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[name]
+    cls = {Optimizer.SGD: torch.optim.SGD, Optimizer.ADAMW: torch.optim.AdamW}[name]
     return cls([p for p in params if p.requires_grad], foreach=foreach)
 
 
@@ -150,7 +151,7 @@ def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Confi
     """The training step of `config` with `fn` as its loss (called as a loss variant is,
     with the point's semantics); `check` also says when its loss is not finite."""
     body, head = training.built.body, training.built.head
-    features, retain = config.features, config.retain_graph == "yes"
+    features, retain = config.features, config.retain_graph == YesNo.YES
     optimizer = training.optimizer
 
     def forward() -> torch.Tensor:

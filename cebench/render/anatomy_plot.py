@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from cebench.analyze.anatomy import PARTS, Anatomy  # noqa: E402
 from cebench.core import devices  # noqa: E402
+from cebench.core.axes import Checkpointing  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
 from cebench.render.plot import memory_unit  # noqa: E402
 
@@ -47,7 +48,7 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
         ax.text(capacity / scale, -0.45, f"{c.device} memory ", ha="right", va="bottom", fontsize=8)
     ax.set_xlabel(f"predicted step peak ({unit})")
     ax.set_xlim(0, max(top, capacity or 0) / scale * 1.25)
-    checkpointing = "blocks checkpointed" if c.activation_checkpointing == "blocks" else "no checkpointing"
+    checkpointing = "blocks checkpointed" if c.activation_checkpointing == Checkpointing.BLOCKS else "no checkpointing"
     ax.set_title(f"{c.model} · {c.optimizer} · {checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
                  f"{c.device}", fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), ncols=len(PARTS), fontsize=8, loc="outside lower center",

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 from rich.text import Text
 
-from cebench.core.axes import BY_NAME, semantics_label
+from cebench.core.axes import heading
 from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
 from cebench.losses import variants
 from cebench.render.table import Column, ColumnNote, Table
@@ -102,18 +102,10 @@ def _ratio(r: float | None) -> Text:
 
 
 def shape_label(row: Mapping[str, object], multi: bool = True) -> str:
-    """'batch 8 × context 128 · vocab 50,257 · d_model 128' for a row or a point's key
-    columns, with its loss semantics that are not off ('25% ignored · softcap 30'), and
-    (`multi`) the workload, device and dtype."""
-    text = f"batch {row['batch']} × context {row['context']} · vocab {row['vocab']:,} · d_model {row['d_model']:,}"
-    if not BY_NAME["model"].is_off(row.get("model")):  # a path by its file's name: the CSV keeps it whole
-        model = str(row["model"])
-        checkpointing = "" if BY_NAME["activation_checkpointing"].is_off(row.get("activation_checkpointing")) else (
-            f" · checkpointing {row['activation_checkpointing']}")
-        text = f"{model.rsplit('/', 1)[-1]} · {row.get('optimizer')}{checkpointing} · " + text
-    semantics = semantics_label(row)
-    text += f" · {semantics}" if semantics else ""
-    return text + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
+    """The group heading of a row or a point's key columns (`cebench.core.axes.heading`:
+    'batch 8 × context 128 · vocab 50,257 · d_model 128', a model's name and step settings
+    before, every other axis that is not off after) and (`multi`) the workload, device and dtype."""
+    return heading(row) + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
 
 
 def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from cebench.core import devices
-from cebench.core.axes import AXES, BY_NAME, SEMANTICS, split
+from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Checkpointing, Role, split
 from cebench.core.config import LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.losses import variants
@@ -88,9 +88,9 @@ class Grid:
         points: dict[Config, None] = {}
         for combo in itertools.product(*(self.values[a.name] for a in order)):
             shape = dict(zip((a.name for a in order), combo, strict=True))
-            if shape["model"] != "none":  # the model's vocab and d_model, whatever the grid lists
+            if shape["model"] != NO_MODEL:  # the model's vocab and d_model, whatever the grid lists
                 model = resolve_model(shape["model"])
-                shape.update(vocab=model.vocab, d_model=model.d_model)
+                shape.update({a.name: getattr(model, a.name) for a in AXES if a.model_sets})
             for name in self.variants:
                 variant = variants.get(name)
                 own = shape if variant.workload == LOSS else {**shape, **{a.name: a.off for a in SEMANTICS}}
@@ -102,35 +102,48 @@ class Grid:
         return list(points)
 
 
-def _model_values(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str]) -> None:
-    """Check the model axes of a grid's `values` (parsed; `given`: the options' texts) and
-    fill in what a model decides: with a model, each model resolved (`UsageError` for a bad
-    one), vocab and d_model its own (they cannot be given too), the loss workload alone and
-    gradients set to None; without, no optimizer and no activation checkpointing (they need a
-    model: a value given is a `UsageError`)."""
-    models = [m for m in values["model"] if m != "none"]
-    if not models:
-        for name in ("optimizer", "activation_checkpointing"):
-            axis = BY_NAME[name]
-            if given.get(name) is not None and any(not axis.is_off(v) for v in values[name]):
-                raise UsageError("applies to a model's training step: give --model too", name)
-            values[name] = (axis.off,)
-        return
-    for name in ("vocab", "d_model"):
-        if given.get(name) is not None:
-            raise UsageError("is the model's own with --model (cebench models shows it)", name)
+def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str]) -> None:
+    """Check the grid's parsed `values` (`given`: the options' texts) against the rules each
+    axis declares (`Axis.requires`, `model_sets`, `without_model`, `Role.STEP`), and fill in
+    what a model decides: with a model, each model resolved (`UsageError` for a bad one),
+    vocab and d_model its own, the loss workload alone; an axis whose `requires` is off
+    everywhere takes its own `off` value (a value given for it is a `UsageError`)."""
+    for axis in AXES:
+        if axis.requires is not None:
+            needed = BY_NAME[axis.requires[0]]
+            if all(needed.is_off(v) for v in values[needed.name]):
+                if given.get(axis.name) is not None and any(not axis.is_off(v) for v in values[axis.name]):
+                    raise UsageError(f"{axis.requires[1]}: give {needed.flag} too", axis.name)
+                values[axis.name] = (axis.off,)
+    models = [m for m in values["model"] if m != NO_MODEL]
+    if models:
+        _model_rules(values, given, samplers, models)
+    for axis in AXES:
+        if axis.role is Role.STEP and samplers and any(not axis.is_off(v) for v in values[axis.name]):
+            raise UsageError(f"needs the loss workload: the sample workload ({samplers[0]}) has no graph and no "
+                             "gradients (use --workload loss)", axis.name)
+
+
+def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str],
+                 models: list[str]) -> None:
+    """`_check_rules` with `models` in the grid: their vocab and d_model set in `values`."""
+    for axis in AXES:
+        if axis.model_sets and given.get(axis.name) is not None:
+            raise UsageError("is the model's own with --model (cebench models shows it)", axis.name)
     if samplers:
         raise UsageError(f"a model's step is a loss's: the sample workload ({samplers[0]}) has none (use --workload "
                          "loss)", "model")
-    if "keep" in values["grads"]:
-        raise UsageError("a model's step ends with zero_grad(set_to_none=True): its gradients are not kept", "grads")
+    for axis in AXES:
+        if axis.without_model and any(not axis.is_off(v) for v in values[axis.name]):
+            raise UsageError(axis.without_model, axis.name)
     resolved = [resolve_model(m) for m in models]
     builds = [m.name for m in resolved if m.spec is None]
-    if builds and "blocks" in values["activation_checkpointing"]:
+    if builds and Checkpointing.BLOCKS in values["activation_checkpointing"]:
         raise UsageError(f"cebench checkpoints the blocks of a preset or config.json model; {builds[0]}'s body "
                          "checkpoints its own", "activation_checkpointing")
-    values["vocab"] = tuple(dict.fromkeys(m.vocab for m in resolved))
-    values["d_model"] = tuple(dict.fromkeys(m.d_model for m in resolved))
+    for axis in AXES:
+        if axis.model_sets:  # the model's own attribute of the axis's name
+            values[axis.name] = tuple(dict.fromkeys(getattr(m, axis.name) for m in resolved))
 
 
 def option_text(value: object) -> str | None:
@@ -186,19 +199,13 @@ class GridOptions:
 
     def grid(self, device: str) -> Grid:
         """The grid for `device` ('cpu', 'cuda' or a named GPU target); unset axes take the
-        defaults of its kind. The steady-state axes (grads, retain_graph) need a graph: with
-        a sampler among the variants, a value other than their `off` is a `UsageError`."""
+        defaults of its kind; each axis's rules are checked (`_check_rules`)."""
         kind = devices.get(device).kind
         values = {a.name: a.values(self.axes.get(a.name), kind) for a in AXES}
         grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
                     temperature=check_temperature(self.temperature))
         samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
-        _model_values(values, self.axes, samplers)
-        for name in ("grads", "retain_graph"):
-            axis = BY_NAME[name]
-            if samplers and any(not axis.is_off(v) for v in values[name]):
-                raise UsageError(f"needs the loss workload: the sample workload ({samplers[0]}) has no graph and no "
-                                 "gradients (use --workload loss)", name)
+        _check_rules(values, self.axes, samplers)
         logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4
         if logits >= LOGITS_LIMIT:
             raise UsageError(f"the full fp32 logits would take {logits:,} bytes, beyond what any machine or a "

@@ -9,6 +9,7 @@ unreadable because its columns changed.
 from __future__ import annotations
 
 from dataclasses import asdict
+from enum import Enum
 from pathlib import Path
 
 import pandas as pd
@@ -119,7 +120,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 def to_frame(results: list[Result]) -> pd.DataFrame:
     """Results as the DataFrame `load` would return for their CSV."""
-    # Samples as their cell (as loaded), a Status as its plain string; the rest as they are.
-    rows = [{k: (csv_cell(v) if k in SAMPLES_COLUMNS or isinstance(v, Status) else v) for k, v in asdict(r).items()}
+    # Samples as their cell (as loaded), a Status or an axis's word as its plain string; the rest as they are.
+    rows = [{k: (csv_cell(v) if k in SAMPLES_COLUMNS or isinstance(v, Enum) else v) for k, v in asdict(r).items()}
             for r in results]
     return _typed(pd.DataFrame(rows, columns=list(COLUMNS)))

@@ -2,10 +2,14 @@
 
 `DECLARED` lists every column in CSV order with its kind, unit, meaning and the schema
 version that added it; everything else is derived from it: the column names and their
-types, the columns an older file lacks, `SCHEMA_VERSION`, the `Result` row type and the
-README's column table (`reference()`). A new column is one more `Column` at the end (with
-`added` one above today's `SCHEMA_VERSION`), then `python -m cebench.store.schema --readme
-results/README.md` to regenerate the column reference there (a test fails until it matches).
+types, the columns an older file lacks, `SCHEMA_VERSION`, the `Result` row type (written out
+for type checkers in the generated block below: `make types`) and the
+README's column table (`reference()`). An axis's column comes from its declaration
+(`cebench.core.axes`): the axes of schemas 1–6 stand where files of those schemas have them,
+and any axis declared since is appended after the last column. A new column is one more
+`Column` at the end (with `added` one above today's `SCHEMA_VERSION`), then `python -m
+cebench.store.schema --readme results/README.md` to regenerate the column reference there (a
+test fails until it matches).
 
 Nothing here imports torch or pandas: `Result.blank` imports torch when it is called.
 """
@@ -19,6 +23,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from cebench.core import generated
 from cebench.core.axes import AXES
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
 
@@ -76,7 +81,7 @@ def _axis(name: str) -> Column:
     return Column(name, axis.kind, axis.unit, axis.doc, axis.added, "config", before)  # type: ignore[arg-type]
 
 
-DECLARED: tuple[Column, ...] = (
+_PLACED: tuple[Column, ...] = (  # in the order of files written with schemas 1-6
     Column("variant", "text", "", "variant name (see Variants)", source="config"),
     Column("workload", "text", "", "`loss` (forward + backward)", source="config"),
     Column("device", "text", "", "`cpu` or `cuda`; predicted rows: the `--target` (a named GPU too)",
@@ -156,6 +161,8 @@ DECLARED: tuple[Column, ...] = (
     Column("body_time_ms", "float", "ms", "measured `model` rows: the median time of that step with the stand-in "
            "loss: `time_ms_median` − `body_time_ms` is what this loss costs in time inside this model", added=6),
 )
+# Every column in CSV order: those placed above, then the column of each axis declared since.
+DECLARED: tuple[Column, ...] = _PLACED + tuple(_axis(a.name) for a in AXES if a.name not in {c.name for c in _PLACED})
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED)
 BY_NAME: dict[str, Column] = {c.name: c for c in DECLARED}
@@ -182,15 +189,6 @@ PREDICTED = "predicted"
 _TYPES = {"int": "int", "float": "float", "text": "str", "samples": "tuple[float, ...]"}
 
 
-def _field(column: Column) -> tuple[str, str, dataclasses.Field]:  # type: ignore[type-arg]
-    """`Result`'s field for `column`: config and run columns are required, a measurement
-    defaults to empty (None; '' for text)."""
-    kind = _TYPES[column.kind] if column.kind == "text" else f"{_TYPES[column.kind]} | None"
-    if column.source != "measured":
-        return column.name, kind, dataclasses.field()
-    return column.name, kind, dataclasses.field(default="" if column.kind == "text" else None)
-
-
 def run_values(device_name: str) -> dict[str, object]:
     """The run columns of a row measured now on `device_name`: status ok, this release's
     schema, and the environment (torch and cebench versions, intra-op threads, UTC time)."""
@@ -205,20 +203,100 @@ def run_values(device_name: str) -> dict[str, object]:
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION}
 
 
-def _blank(cls: type, config: Config, device_name: str) -> Result:
-    """A row for `config` with status ok, its reference quantities and environment
-    filled in, and every measurement empty."""
-    config_values = {c.name: getattr(config, c.name) for c in DECLARED if c.source == "config"}
-    return cls(**config_values, **run_values(device_name))
+def _fields() -> list[tuple[str, str, object]]:
+    """(name, type's source, default or `generated.REQUIRED`) of each of a row's fields: config and
+    run columns are required, a measurement defaults to empty (None; '' for text)."""
+    fields: list[tuple[str, str, object]] = []
+    for c in DECLARED:
+        kind = _TYPES[c.kind] if c.kind == "text" else f"{_TYPES[c.kind]} | None"
+        measured = c.source == "measured"
+        fields.append((c.name, kind, ("" if c.kind == "text" else None) if measured else generated.REQUIRED))
+    return fields
 
 
-Result = dataclasses.make_dataclass(
-    "Result", [_field(c) for c in DECLARED], kw_only=True,
-    namespace={"__module__": __name__, "__qualname__": "Result", "blank": classmethod(_blank),
-               "__doc__": "One CSV row, its fields the columns in order (see `DECLARED`). Bytes are bytes, times "
-                          "milliseconds (`compile_s` seconds); None is an empty cell (a measurement that was not "
-                          "taken, or `ce_chunk` of a non-chunking variant). Built with keywords only; "
-                          "`Result.blank(config, device_name)` gives a row with every measurement empty."})
+def typed_source() -> str:
+    """The class statement of `_Columns` that the generated block below holds."""
+    return generated.dataclass_source("_Columns", _fields(), frozen=False)
+
+
+if TYPE_CHECKING:
+    # <generated: make types>
+    @dataclass(kw_only=True)
+    class _Columns:
+        variant: str
+        workload: str
+        device: str
+        device_name: str
+        dtype: str
+        batch: int | None
+        context: int | None
+        tokens: int | None
+        vocab: int | None
+        d_model: int | None
+        ce_chunk: int | None
+        status: str
+        error: str = ''
+        peak_bytes: int | None = None
+        base_bytes: int | None = None
+        peak_delta_bytes: int | None = None
+        mem_method: str = ''
+        time_ms_median: float | None = None
+        time_ms_p25: float | None = None
+        time_ms_p75: float | None = None
+        time_ms_min: float | None = None
+        repeats: int | None = None
+        time_ms_samples: tuple[float, ...] | None = None
+        tokens_per_s: float | None = None
+        compile_s: float | None = None
+        flops: int | None = None
+        tflops_per_s: float | None = None
+        matmul_floor_ms: float | None = None
+        logits_fp32_bytes: int | None
+        lower_bound_bytes: int | None
+        torch_version: str
+        cebench_version: str
+        threads: int | None
+        timestamp: str
+        shard: str = ''
+        schema_version: int | None
+        ignore_frac: float | None
+        softcap: float | None
+        label_smoothing: float | None
+        z_loss: float | None
+        reduction: str
+        note: str = ''
+        grads: str
+        retain_graph: str
+        target: str
+        predicted_floor_ms: float | None = None
+        grid: str = ''
+        model: str
+        optimizer: str
+        activation_checkpointing: str
+        n_params: int | None = None
+        model_state_bytes: int | None = None
+        step_peak_bytes: int | None = None
+        body_peak_bytes: int | None = None
+        body_time_ms: float | None = None
+    # </generated>
+else:
+    _Columns = dataclasses.make_dataclass(
+        "_Columns", [(n, object) if d is generated.REQUIRED else (n, object, dataclasses.field(default=d))
+                     for n, _, d in _fields()], kw_only=True, namespace={"__module__": __name__})
+
+
+@dataclass(kw_only=True)
+class Result(_Columns):
+    """One CSV row, its fields the columns in order (see `DECLARED`). Bytes are bytes, times
+    milliseconds (`compile_s` seconds); None is an empty cell (a measurement that was not
+    taken, or `ce_chunk` of a non-chunking variant). Built with keywords only."""
+
+    @classmethod
+    def blank(cls, config: Config, device_name: str) -> Result:
+        """A row for `config` with status ok, its reference quantities and environment
+        filled in, and every measurement empty."""
+        config_values = {c.name: getattr(config, c.name) for c in DECLARED if c.source == "config"}
+        return cls(**config_values, **run_values(device_name))  # type: ignore[arg-type]
 
 
 def reference() -> str:
@@ -237,20 +315,13 @@ END = "<!-- columns:end -->"
 
 
 def between(text: str) -> str:
-    """The text between `START` and `END` (their lines excluded); ValueError when either is
-    missing."""
-    head, start, rest = text.partition(START + "\n")
-    table, end, _ = rest.partition(END)
-    if not start or not end:
-        raise ValueError(f"the markers {START} and {END} must each be on a line of their own")
-    return table
+    """The README's column table: the text between `START` and `END`; ValueError when either is missing."""
+    return generated.between(text, START, END)
 
 
 def splice(text: str) -> str:
     """`text` (the README) with `reference()` between the markers."""
-    old = between(text)
-    head = text[: text.index(START + "\n") + len(START) + 1]
-    return head + reference() + text[len(head) + len(old):]
+    return generated.splice(text, START, END, reference())
 
 
 def main(argv: list[str]) -> int:
