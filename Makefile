@@ -1,5 +1,5 @@
 # cebench: `make sweep` measures the default grid, `make test` runs the test suite
-# (`make test ARGS="-m 'not slow'"` leaves out the end-to-end tests), `make lint` runs ruff,
+# (`make test ARGS="-m 'not slow'"` leaves out the end-to-end tests), `make lint` runs ruff and mypy,
 # `make gate` fails when the loss's peak memory grew against results/baseline.csv
 # (`make baseline` regenerates that file, on purpose only), `make docs` (or `make figures`)
 # regenerates every output block, figure and generated table of README.md and results/README.md.
@@ -48,6 +48,7 @@ test: install $(VENV)/.peers
 
 lint: install
 	$(VENV)/bin/ruff check cebench tests results
+	$(VENV)/bin/mypy
 
 # The typed class statements of Config's and Result's fields, written from the axes and columns.
 types: install

@@ -1,10 +1,12 @@
-"""The sweep's axes, each declared once: name, option, parser, default per device, help,
-and the CSV column it becomes.
+"""The sweep's axes, each declared once, by keyword: name, type, role, option, parser,
+default per device, help, the CSV column it becomes, and its grid rules as data.
 
-Everything else is derived from `AXES`: the fields of `Config` (a point), the grid's
-cartesian product, each command's typer options and their help, the defaults shown in
-`--help`, and the axis's column in the results CSV (`cebench.store.schema`). Adding an
-axis is one `Axis(...)` here plus its use (what a step does with the value).
+Everything else is derived from `AXES`: the fields of `Config` (a point) and their types,
+the grid's cartesian product and its rules (`cebench.run.grid`), each command's typer
+options and their help and defaults (`verify` takes the axes with a `verify` default), the
+axis's column in the results CSV (`cebench.store.schema`), the table's group heading
+(`heading`) and explain's JSON. Adding an axis is one `Axis(...)` here plus its use (what a
+step does with the value); `tests/test_axis_declaration.py` adds one that way.
 
 A leaf module: it imports nothing from cebench but the error type, and never torch.
 """
