@@ -281,7 +281,7 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
         plain = _run(reference, h, w, x.targets, case.ce_chunk, without,
                      x.upstream.double() if name != "reduction" else scalar)
         if plain.loss is not None and got.loss.shape == plain.loss.shape and max(_errors(got, plain).values()) <= tol:
-            return f"matches the reference without {BY_NAME[name].label.format(semantics[name])}: not applied"
+            return f"matches the reference without {BY_NAME[name].labelled(semantics[name])}: not applied"
     ones = _run(reference, h, w, x.targets, case.ce_chunk, features, torch.ones_like(x.upstream, dtype=torch.float64))
     assert got.grads is not None and ones.grads is not None
     if all(relative_error(a, b) <= tol for a, b in zip(got.grads, ones.grads, strict=True)):
