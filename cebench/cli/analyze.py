@@ -35,7 +35,8 @@ def show(
 ) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    from cebench.render.report import column_keys, markdown, results_table, view
+    from cebench.analyze.compare import view
+    from cebench.render.report import column_keys, markdown, results_table
     from cebench.store.frame import distinct, latest, load
 
     check_columns(columns, column_keys())
