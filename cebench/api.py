@@ -55,19 +55,6 @@ def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | Non
                       shard=shard, out=out, resume=resume, isolate=isolate, point_timeout=point_timeout))
 
 
-def _target(name: str, auto: bool = False, param: str = "target") -> str:
-    """A prediction target's name, checked: cpu, cuda or a named GPU ('auto' too where `auto`)."""
-    from cebench.core import devices
-
-    name = name.strip().lower()
-    if auto and name not in ("auto",) + devices.TARGETS:
-        raise UsageError(f"'{name}' is not one of auto, {', '.join(devices.TARGETS)} (cebench targets lists the GPUs)",
-                         param)
-    if name != "auto":
-        devices.get(name, param)
-    return name
-
-
 def targets() -> tuple[Any, ...]:
     """The named GPU targets (`cebench.core.targets.Target`: memory, cuBLAS workspace, BF16
     rate and their sources), as `cebench targets` lists them."""
@@ -83,9 +70,10 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any)
     with `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
     Also appended to the CSV `out` when given."""
     from cebench.analyze.predict import predict as predict_point
+    from cebench.core import devices
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
-    points = GridOptions(**grid).grid(_target(target))
+    points = GridOptions(**grid).grid(devices.target(target, param="target").name)
     if out is not None and check_out(Path(out)) is not None:  # a foreign or unwritable CSV is refused first
         one_kind(read_rows(Path(out), warn=False), predictions=True)  # and one of measurements
     variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
@@ -125,7 +113,7 @@ def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 409
     from cebench.core import devices
     from cebench.models.training import loss_alone
 
-    device = _target(target)
+    device = devices.target(target, param="target").name
     if max_batch < 1:
         raise UsageError("must be at least 1", "max_batch")
     if budget is None:
@@ -136,7 +124,7 @@ def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 409
     if budget < 1:
         raise UsageError("must be a positive number of bytes", "budget")
     if measure:
-        devices.resolve(device, param="target")  # the target must be here to measure on it
+        devices.target(device, here=True, param="target")  # the target must be here to measure on it
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
     _one_value(candidates, "fit")
@@ -210,10 +198,12 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
     if device is not None and target is not None:
         raise UsageError("give the device once (--device; --target is another name for it)", "target")
     param = "target" if target is not None else "device"
-    target = _target(device or target or "auto", auto=True, param=param)
+    name = device or target or "auto"
+    if name.strip().lower() != "auto":  # checked before the grid; 'auto' resolved after it (torch looks for a GPU)
+        devices.target(name, auto=True, param=param)
     options = GridOptions(**{**grid, "variant": grid.get("variant") or EXPLAIN_VARIANTS, "workload": LOSS})
     _one_value(options.given(batch=options.axes.get("batch") or "1").grid("cpu"), "explain")  # before torch
-    device = devices.resolve("auto").name if target == "auto" else target
+    device = devices.target(name, auto=True, param=param).name
     meta = meta or devices.get(device).is_target or not devices.get(device).available()
     if options.axes.get("batch") is None:
         options = options.given(batch=str(max(BY_NAME["batch"].default(devices.get(device).kind))))
@@ -316,7 +306,7 @@ def verify(*, variant: str | None = None, device: str = "auto", dtype: str | Non
     matrix = settings({k: option_text(v) for k, v in semantics.items()})
 
     names = list(select_variants(variant, ",".join(WORKLOADS)))
-    kind = devices.resolve(device).kind
+    kind = devices.target(device, here=True).kind
     dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(kind))
     parse_vocab(str(vocab), "vocab")
     if draws < 100:

@@ -10,7 +10,8 @@ import typer
 
 from cebench.api import EXPLAIN_VARIANTS
 from cebench.cli.app import check_columns, command, err, out, print_table
-from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, one_name, with_axes
+from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, with_axes
+from cebench.core import devices
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
 from cebench.core.errors import UsageError
 from cebench.render.explain import BREAKDOWN_COLUMNS, KINDS_NOTE, anatomy_columns, anatomy_table, breakdown_table
@@ -100,7 +101,7 @@ def explain_command(
         check_out(out_path)
     with err.status("explaining…"):
         if target is not None:  # --target: another name for --device (errors name the option typed)
-            one_name(device, target, "device", "target", "auto")
+            devices.one_name(device, target, "device", "target", "auto")
             explained = api.explain(target=target, meta=meta, **grid_params(ctx.params))
         else:
             explained = api.explain(device=device or "auto", meta=meta, **grid_params(ctx.params))

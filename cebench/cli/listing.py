@@ -5,7 +5,7 @@ import typer
 from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
-from cebench.cli.options import DeviceAlias, Wide, one_name
+from cebench.cli.options import DeviceAlias, Wide
 from cebench.core import devices
 from cebench.core.axes import SEMANTICS
 from cebench.core.config import LOSS
@@ -26,7 +26,7 @@ def list_variants(
     Any name with -compiled appended is its torch.compile'd twin; a user's function is
     named module:function or file.py:function (see the README, "Bring your own loss").
     """
-    device = devices.resolve(one_name(device, target, "device", "target", "auto")).name
+    device = devices.target(devices.one_name(device, target, "device", "target", "auto"), here=True).name
     for name in variants.names(None):
         v = variants.get(name)
         reason = v.unsupported_reason(device)

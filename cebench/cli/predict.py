@@ -16,9 +16,9 @@ from cebench.cli.options import (
     VariantNames,
     Wide,
     Workload,
-    one_name,
     with_axes,
 )
+from cebench.core import devices
 from cebench.core.units import parse_bytes
 from cebench.run.grid import grid_params
 
@@ -53,7 +53,7 @@ def predict_command(
     from cebench.render.report import results_table
     from cebench.store.frame import to_frame
 
-    target = one_name(target, device, "target", "device", "cuda")
+    target = devices.one_name(target, device, "target", "device", "cuda")
     rows = api.predict(target=target, out=out_path, **grid_params(ctx.params))
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
     print_table(results_table(to_frame(rows), title=title), wide, columns)
@@ -88,7 +88,7 @@ def fit_command(
     from cebench import api
     from cebench.render.fit import fit_note, fit_table
 
-    target = one_name(target, device, "target", "device", "cuda")
+    target = devices.one_name(target, device, "target", "device", "cuda")
     budget_bytes = None if budget is None else parse_bytes(budget)
     with out.status("searching…"):
         fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from cebench.cli.app import command, out, print_table
-from cebench.cli.options import DEVICE_HELP, Columns, DeviceAlias, Temperature, VariantNames, Wide, one_name, with_axes
+from cebench.cli.options import DEVICE_HELP, Columns, DeviceAlias, Temperature, VariantNames, Wide, with_axes
+from cebench.core import devices
 from cebench.core.axes import MODEL_AXES, SEMANTICS
 from cebench.render.verify import edge_table, matrix_table, reference_note, sampler_table, shown_table
 
@@ -47,7 +48,7 @@ def verify(
     """
     from cebench import api
 
-    device = one_name(device, target, "device", "target", "auto")
+    device = devices.one_name(device, target, "device", "target", "auto")
     semantics = {a.name: ctx.params[a.name] for a in SEMANTICS if ctx.params.get(a.name) is not None}
     with out.status("verifying (compiled variants compile once per variant, dtype and setting)…"):
         verified = api.verify(variant=variant, device=device, dtype=ctx.params["dtype"], temperature=temperature,

@@ -137,7 +137,7 @@ class Sweep:
         for name, steps in (("warmup", warmup), ("repeats", repeats)):
             if steps is not None and not 1 <= steps <= MAX_STEPS:
                 raise UsageError(f"must be from 1 to {MAX_STEPS:,} (every timed step is kept)", name)
-        self.device = devices.resolve(device)
+        self.device = devices.target(device, here=True)
         grid = options.grid(self.device.name)
         self.settings = Settings(warmup=self.device.warmup if warmup is None else warmup,
                                  repeats=self.device.repeats if repeats is None else repeats)
