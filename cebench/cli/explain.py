@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cebench.api import EXPLAIN_VARIANTS
+from cebench.analyze.explaining import EXPLAIN_VARIANTS
 from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, with_axes
 from cebench.core import devices

@@ -12,7 +12,7 @@ from cebench.losses import variants
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
-    from cebench.api import Fitted
+    from cebench.analyze.predicting import Fitted
 
 
 def fit_table(fitted: Fitted) -> Table:
