@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from blocks import splice  # noqa: E402
 
 from cebench import api  # noqa: E402
+from cebench.analyze.compare import loss_share  # noqa: E402
 from cebench.core import devices  # noqa: E402
 from cebench.core.units import format_bytes, format_ms  # noqa: E402
 
@@ -60,8 +61,8 @@ def cpu_block() -> str:
         if r.status != "ok" or r.body_peak_bytes is None or r.body_time_ms is None:
             lines.append(f"| {r.variant} | {chunk(r)} | {r.status}: {r.error or 'no body step'} | | | |")
             continue
-        share = (r.step_peak_bytes - r.body_peak_bytes) / r.step_peak_bytes
-        time_share = (r.time_ms_median - r.body_time_ms) / r.time_ms_median
+        share = loss_share(r.step_peak_bytes, r.body_peak_bytes)
+        time_share = loss_share(r.time_ms_median, r.body_time_ms)
         lines.append(f"| {r.variant} | {chunk(r)} | {format_bytes(r.step_peak_bytes)} | {share:.0%} | "
                      f"{format_ms(r.time_ms_median)} | {time_share:.0%} |")
     r = next(r for r in rows if r.status == "ok")

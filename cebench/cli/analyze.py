@@ -1,9 +1,7 @@
 """`cebench show`, `plot` and `check`: views over a results CSV (table, figures, gate)."""
 from __future__ import annotations
 
-from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.text import Text
@@ -12,11 +10,7 @@ from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import Columns, Wide
 from cebench.core.axes import X_AXES
 from cebench.core.errors import UsageError
-from cebench.core.units import format_bytes, format_ms, parse_bytes
-from cebench.render.table import Column, Table
-
-if TYPE_CHECKING:
-    from cebench.analyze.check import CheckReport
+from cebench.core.units import parse_bytes
 
 CSV_HELP = "A results CSV written by cebench sweep or predict."
 LAST_ROW = "Where the CSV holds a configuration more than once (sweeps append), its last row is used."
@@ -35,7 +29,8 @@ def show(
 ) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    from cebench.render.report import column_keys, markdown, results_table, view
+    from cebench.analyze.compare import view
+    from cebench.render.report import column_keys, markdown, results_table
     from cebench.store.frame import distinct, latest, load
 
     check_columns(columns, column_keys())
@@ -93,56 +88,6 @@ def plot(
         typer.echo(str(path))
 
 
-def _percent(fraction: Fraction) -> str:
-    return f"{float(fraction * 100):g}%"
-
-
-def check_table(report: CheckReport) -> Table:
-    """Every regressed, improved and missing point of a `cebench.analyze.check.CheckReport`, one row
-    each, grouped under its shape."""
-    from cebench.analyze.check import MEMORY, TIME, Finding
-    from cebench.render.report import shape_label
-
-    table = Table([Column("verdict", "verdict", right=False), Column("variant", "variant", right=False),
-                   Column("ce_chunk", "chunk"), Column("metric", "metric", right=False),
-                   Column("baseline", "baseline"), Column("results", "results"), Column("change", "change"),
-                   Column("p", "p", priority=1), Column("detail", "detail", right=False, priority=2)])
-    missing_style = "bold red" if report.strict else "yellow"
-    items = ([(Text("regressed", style="bold red"), f) for f in report.regressed]
-             + [(Text("improved", style="green"), f) for f in report.improved]
-             + [(Text(f"only in {m.only_in}", style=missing_style), m) for m in report.missing])
-    shape = None
-    for verdict, item in sorted(items, key=lambda vi: shape_label(vi[1].config)):
-        if shape_label(item.config) != shape:
-            shape = shape_label(item.config)
-            table.add_group(shape)
-        c = item.config
-        cells = [verdict, c["variant"], "" if c["ce_chunk"] is None else f"{c['ce_chunk']:,}"]
-        if isinstance(item, Finding):
-            fmt = {MEMORY: format_bytes, TIME: format_ms}.get(item.metric, str)
-            change = "" if item.change is None else f"{item.change:+.1%}"
-            detail = f"{item.current - item.baseline:+,} B" if item.metric == MEMORY else ""
-            cells += [{MEMORY: "peak Δ", TIME: "time"}.get(item.metric, item.metric), fmt(item.baseline),
-                      fmt(item.current), change, "" if item.p_value is None else f"{item.p_value:.2g}", detail]
-        else:
-            cells += ["", "", "", "", "", item.detail]
-        table.add_row(*cells)
-    return table
-
-
-def _summary(report: CheckReport) -> Text:
-    """'PASS: …' or 'FAIL: …' with the counts and the tolerances applied."""
-    from cebench.analyze.check import ALPHA
-
-    time = ("time not gated" if report.time_tol is None
-            else f"time tolerance {_percent(report.time_tol)} (Mann-Whitney p < {ALPHA:g})")
-    strict = " (--strict: each one fails)" if report.strict and report.missing else ""
-    verdict = Text("PASS" if report.passed else "FAIL", style="bold green" if report.passed else "bold red")
-    return verdict.append(f": {report.matched} points matched; {len(report.regressed)} regressed, "
-                          f"{len(report.improved)} improved, {len(report.missing)} missing{strict}; "
-                          f"peak Δ tolerance {_percent(report.mem_tol)}, {time}", style="")
-
-
 @command(help=(
     "Gate on peak memory: compare a results CSV with a baseline CSV, point by point. Points are matched on "
     "variant, workload, device type, dtype, batch, context, vocab, d_model and ce_chunk. A point regresses "
@@ -168,6 +113,7 @@ def check(
     wide: Wide = False,
 ) -> None:
     from cebench import api
+    from cebench.render.check import check_table, summary
 
     report = api.check(csv, baseline, mem_tol=mem_tol, time_tol=time_tol, strict=strict)
     if as_json:
@@ -177,6 +123,6 @@ def check(
             print_table(check_table(report), wide)
         for warning in report.warnings:
             out.print(Text(f"warning: {warning}", style="yellow"))
-        out.print(_summary(report))
+        out.print(summary(report))
     if not report.passed:
         raise typer.Exit(1)

@@ -8,31 +8,24 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cebench.api import EXPLAIN_VARIANTS
+from cebench.analyze.explaining import EXPLAIN_VARIANTS
 from cebench.cli.app import check_columns, command, err, out, print_table
-from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, one_name, with_axes
+from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, with_axes
+from cebench.core import devices
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
 from cebench.core.errors import UsageError
-from cebench.core.units import format_bytes
-from cebench.render.table import Column, Table
+from cebench.render.explain import BREAKDOWN_COLUMNS, KINDS_NOTE, anatomy_columns, anatomy_table, breakdown_table
 from cebench.run.grid import grid_params
 
 if TYPE_CHECKING:
     from cebench.analyze.anatomy import Anatomy
-    from cebench.analyze.explain import Explanation
 
-KINDS_NOTE = ("kinds: gradient = a tensor of h's or weight's shape and dtype; saved = made in the forward (or "
-              "recomputed in backward) and kept for a later backward node; temporary = the rest. inside = the "
-              "autograd node running, or the custom op around it.")
 Variants = Annotated[str | None, typer.Option(
     "--variant", metavar=LIST, help="Loss variants, comma-separated (see cebench variants; compiled ones on a real "
                                     f"device only). Default: {EXPLAIN_VARIANTS}.")]
 
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
-BREAKDOWN_COLUMNS = [Column("kind", "kind", right=False), Column("op", "created by", right=False),
-                     Column("phase", "phase", right=False), Column("inside", "inside", right=False, priority=2),
-                     Column("count", "×", priority=1), Column("bytes", "bytes"), Column("share", "of peak")]
 
 
 def default_out() -> Path:
@@ -47,74 +40,6 @@ def check_out(path: Path) -> None:
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise UsageError(f"'{path}' is not a figure's name: give one ending in {', '.join(FIGURE_SUFFIXES)}", "out")
     writable(path)
-
-
-def breakdown_table(e: Explanation) -> Table:
-    """What is alive at the peak: a line per group of one shape and dtype, a row per kind of
-    tensor in it (kind, creating op, phase, autograd node or custom op), then the total."""
-    from cebench.analyze.explain import group_text, sizes_text
-    from cebench.store.schema import PREDICTED
-
-    c = e.config
-    name = c.variant if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
-    how = f"predicted for {c.device} on meta tensors" if e.method == PREDICTED else f"{c.device}, allocator events"
-    table = Table(list(BREAKDOWN_COLUMNS), title=f"cebench explain · {name} · {c.dtype} · {how}")
-
-    def share(nbytes: int) -> str:
-        return f"{nbytes / e.peak_delta_bytes:.1%}" if e.peak_delta_bytes else "–"
-
-    for g in e.groups:
-        table.add_group(f"{group_text(g, c)}: {format_bytes(g.nbytes)}, {share(g.nbytes)}")
-        for x in g.entries:
-            table.add_row(x.kind, x.op, x.phase, x.node or "–", str(x.count), format_bytes(x.nbytes), share(x.nbytes))
-    table.add_row("total", "", "", "", str(sum(g.count for g in e.groups)), format_bytes(e.breakdown_bytes),
-                  share(e.breakdown_bytes))
-    peak = e.peak_block
-    if peak is None:
-        table.notes.append("the step allocated nothing that outlived an earlier free: peak Δ 0 B")
-    else:
-        where = f"{peak.phase}{f', {peak.node}' if peak.node else ''}: {peak.op}"
-        table.notes.append(f"peak Δ {format_bytes(e.peak_delta_bytes)} = {e.peak_delta_bytes:,} B at event "
-                           f"{e.peak_event + 1} of {len(e.timeline.events)} ({where})")
-    if e.residue_bytes:
-        table.notes.append(f"the tensors above sum to {e.breakdown_bytes:,} B: {e.residue_bytes:,} B of the peak Δ "
-                           "are frees, before the peak, of memory allocated before the step")
-    else:
-        table.notes.append("the tensors above sum to the peak Δ exactly")
-    table.notes.append(f"{sizes_text(c)}; inputs h, weight, targets: {format_bytes(e.base_bytes)} before the step, "
-                       "not in the peak Δ")
-    if any(x.op.startswith("compiled graph") for g in e.groups for x in g.entries):
-        table.notes.append("compiled graph → op: a buffer of compiled code, named by the first op of the graph that "
-                           "takes it whole (its shape comes from there); no finer attribution is recorded")
-    return table
-
-
-def anatomy_columns() -> list[Column]:
-    """The columns of `anatomy_table`: the variant, the step peak, each part, where the peak is."""
-    from cebench.analyze.anatomy import PARTS
-
-    return [Column("variant", "variant", right=False), Column("peak", "step peak"),
-            *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False)]
-
-
-def anatomy_table(anatomies: list[Anatomy]) -> Table:
-    """One row per variant and ce_chunk: the predicted step peak, each part's bytes at it, and
-    the part of the step it falls in."""
-    from cebench.analyze.anatomy import PARTS
-    from cebench.render.anatomy_plot import label
-
-    c = anatomies[0].config
-    table = Table(anatomy_columns(), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
-                                 f"{c.activation_checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
-                                 f"{c.device} (predicted on meta)")
-    for a in anatomies:
-        table.add_row(label(a), format_bytes(a.peak_bytes), *(format_bytes(a.parts[p]) for p in PARTS), a.when)
-    table.notes.append("parts at the peak: parameters and optimizer state exist before the step; gradients = the "
-                       "parameters' .grad made in the backward; activations = the body's forward saved (or recomputed) "
-                       "for its backward; loss = made from the loss's call until the gradient of h is ready; optimizer "
-                       "step = its temporaries; other = the token ids and targets, the body backward's temporaries, "
-                       "workspaces")
-    return table
 
 
 def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path: Path | None, as_json: bool,
@@ -176,7 +101,7 @@ def explain_command(
         check_out(out_path)
     with err.status("explaining…"):
         if target is not None:  # --target: another name for --device (errors name the option typed)
-            one_name(device, target, "device", "target", "auto")
+            devices.one_name(device, target, "device", "target", "auto")
             explained = api.explain(target=target, meta=meta, **grid_params(ctx.params))
         else:
             explained = api.explain(device=device or "auto", meta=meta, **grid_params(ctx.params))

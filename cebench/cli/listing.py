@@ -5,7 +5,7 @@ import typer
 from rich.text import Text
 
 from cebench.cli.app import command, out, print_table
-from cebench.cli.options import DeviceAlias, Wide, one_name
+from cebench.cli.options import DeviceAlias, Wide
 from cebench.core import devices
 from cebench.core.axes import SEMANTICS
 from cebench.core.config import LOSS
@@ -26,7 +26,7 @@ def list_variants(
     Any name with -compiled appended is its torch.compile'd twin; a user's function is
     named module:function or file.py:function (see the README, "Bring your own loss").
     """
-    device = devices.resolve(one_name(device, target, "device", "target", "auto")).name
+    device = devices.target(devices.one_name(device, target, "device", "target", "auto"), here=True).name
     for name in variants.names(None):
         v = variants.get(name)
         reason = v.unsupported_reason(device)
@@ -55,19 +55,10 @@ def list_targets(wide: Wide = False) -> None:
     predicted_floor_ms), and where each figure comes from.
     """
     from cebench import api
-    from cebench.core.units import format_bytes
-    from cebench.render.table import Column, Table
+    from cebench.render.listing import targets_table
 
-    table = Table([Column("name", "target", right=False), Column("model", "GPU", right=False, priority=2),
-                   Column("cc", "sm", priority=1), Column("memory", "memory"), Column("bytes", "bytes", priority=1),
-                   Column("workspace", "cuBLAS workspace"), Column("bf16", "BF16 dense")],
-                  title="cebench targets · for predict, fit and explain --target (cuda: any NVIDIA GPU, no card's "
-                        "figures)")
     found = api.targets()
-    for t in found:
-        table.add_row(t.name, t.model, f"{t.capability[0]}.{t.capability[1]}", format_bytes(t.capacity_bytes),
-                      f"{t.capacity_bytes:,}", f"{t.workspace_bytes:,} B", f"{t.bf16_flops / 1e12:,.1f} TFLOP/s")
-    print_table(table, wide)
+    print_table(targets_table(found), wide)
     for t in found:
         out.print(Text(f"{t.name}: {t.sources}"), highlight=False, soft_wrap=True)
 
@@ -81,18 +72,9 @@ def list_models(wide: Wide = False) -> None:
     mistral, qwen2, gemma2, gpt2) or by a user's build, path/to/file.py:build.
     """
     from cebench.models import presets
-    from cebench.render.table import Column, Table
+    from cebench.render.listing import models_table
 
-    table = Table([Column("name", "model", right=False), Column("type", "type", right=False),
-                   Column("layers", "blocks"), Column("d_model", "d_model"), Column("heads", "heads / kv"),
-                   Column("d_ff", "MLP", priority=1), Column("vocab", "vocab"), Column("tied", "tied", right=False),
-                   Column("n_params", "parameters")],
-                  title="cebench models · presets (a model is also a config.json path, or file.py:build)")
     found = presets()
-    for m in found:
-        s = m.spec
-        table.add_row(m.name, s.model_type, str(s.n_layers), f"{s.d_model:,}", f"{s.n_heads}/{s.n_kv_heads}",
-                      f"{s.d_ff:,}", f"{s.vocab:,}", "yes" if s.tied else "no", f"{m.n_params:,}")
-    print_table(table, wide)
+    print_table(models_table(found), wide)
     for m in found:
         out.print(Text(f"{m.name}: {m.source}"), highlight=False, soft_wrap=True)

@@ -101,12 +101,3 @@ DeviceAlias = Annotated[str | None, typer.Option("--target", metavar="DEVICE", h
 TargetAlias = Annotated[str | None, typer.Option("--device", metavar="TARGET", hidden=True, show_default=False,
                                                  help="Another name for --target.")]
 
-
-def one_name(given: str | None, alias: str | None, option: str, other: str, default: str) -> str:
-    """The value of `option` given as itself (`given`) or by its other name `other` (`alias`),
-    else `default`; both at once is a `UsageError` (the library's `UsageError`: one line)."""
-    from cebench.core.errors import UsageError
-
-    if given is not None and alias is not None:
-        raise UsageError(f"another name for --{option}: give one of them", other)
-    return given if given is not None else alias if alias is not None else default

@@ -16,7 +16,6 @@ from cebench.cli.options import (
     VariantNames,
     Wide,
     Workload,
-    one_name,
     per_device,
     with_axes,
 )
@@ -90,7 +89,7 @@ def sweep(
     chunked variants also over --ce-chunk. Each row is written to the CSV as soon as it is
     measured; an oom, error or timeout is recorded as a row and the sweep goes on.
     """
-    device = one_name(device, target, "device", "target", "auto")
+    device = devices.one_name(device, target, "device", "target", "auto")
     if columns is not None:  # checked before the work, not after a long sweep
         from cebench.render.report import column_keys
 

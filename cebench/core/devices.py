@@ -300,6 +300,29 @@ def get(name: str, param: str | None = "device") -> Device:
     return device
 
 
+def target(name: str, *, auto: bool = False, here: bool = False, param: str | None = "device") -> Device:
+    """What a command's --device or --target names, checked; every command resolves it here.
+    `here`: a device to run on on this machine (`resolve`: 'auto' is cuda when a GPU is
+    visible, else cpu). Otherwise any device or named GPU target, here or not (`get`), and
+    'auto' too where `auto` (this machine's device). A bad name is a `UsageError` for `param`."""
+    if here:
+        return resolve(name, param)
+    key = name.strip().lower()
+    if auto and key == "auto":
+        return resolve(key, param)
+    if auto and key not in TARGETS:
+        raise UsageError(f"'{key}' is not one of auto, {', '.join(TARGETS)} (cebench targets lists the GPUs)", param)
+    return get(key, param)
+
+
+def one_name(given: str | None, alias: str | None, option: str, other: str, default: str) -> str:
+    """The value of `option` given as itself (`given`) or by its other name `other` (`alias`:
+    --target for --device and the reverse), else `default`; both at once is a `UsageError`."""
+    if given is not None and alias is not None:
+        raise UsageError(f"another name for --{option}: give one of them", other)
+    return given if given is not None else alias if alias is not None else default
+
+
 def resolve(name: str, param: str | None = "device") -> Device:
     """The device to measure on here: 'auto' is CUDA when a GPU is visible, else the CPU;
     an unknown name, or a device this machine lacks, is a `UsageError` for `param`."""

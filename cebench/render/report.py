@@ -1,7 +1,7 @@
 """The results table: the variants of one shape grouped under a line naming the shape,
 with ratios to the workload's baseline variant (`dense`). Built from a results DataFrame,
-so `sweep`, `predict` and `show` render the same thing; `view` gives the same rows as
-plain values for `show --format csv|json|markdown`."""
+so `sweep`, `predict` and `show` render the same thing; the values come from
+`cebench.analyze.compare.view` (which `show --format csv|json` prints as they are)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -9,13 +9,13 @@ from collections.abc import Mapping
 import pandas as pd
 from rich.text import Text
 
+from cebench.analyze.compare import NOISY, view
 from cebench.core.axes import heading
 from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
 from cebench.losses import variants
 from cebench.render.table import Column, ColumnNote, Table
 from cebench.store.schema import SHAPE_COLUMNS, Status
 
-NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
 NOISE_MARK = "~"
 _STATUS_STYLE = {Status.OK: "green", Status.OOM: "bold red", Status.ERROR: "red", Status.TIMEOUT: "red",
                  Status.UNSUPPORTED: "yellow"}
@@ -38,61 +38,6 @@ def column_keys(timed: bool = True) -> list[str]:
 
 def _value(x: object) -> float | None:
     return None if pd.isna(x) else float(x)
-
-
-def _over(x: float | None, y: float | None) -> float | None:
-    """x / y, or None when either is missing or y is 0."""
-    return x / y if x is not None and y else None
-
-
-def noisy(row: pd.Series) -> bool:
-    """Whether the row's p25–p75 spread is more than `NOISY` of its median."""
-    median, p25, p75 = (_value(row[c]) for c in ("time_ms_median", "time_ms_p25", "time_ms_p75"))
-    return None not in (median, p25, p75) and median > 0 and (p75 - p25) > NOISY * median
-
-
-def view(frame: pd.DataFrame) -> pd.DataFrame:
-    """The table's rows as values: the shape, the variant, memory and time with their
-    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`; a
-    model's step: `step_vs_base`, and `loss_share` = (step − body peak) / step peak), to
-    the lower bound (`mem_vs_lower_bound` = peak_delta_bytes / lower_bound_bytes) and to the
-    matmul floor (`time_vs_floor` = time_ms_median / matmul_floor_ms), `noisy`, the FLOPs,
-    the status with its reason, and the row's `note`. A row whose kernels ran under an
-    interpreter (`variants.INTERPRETED`) is compared with nothing: its ratios are empty."""
-    rows = []
-    for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
-        name = variants.baseline(group["workload"].iloc[0])
-        base = group[(group["variant"] == name) & (group["status"] == Status.OK)]
-        base_mem = _value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
-        base_time = _value(base["time_ms_median"].iloc[-1]) if len(base) else None
-        base_step = _value(base["step_peak_bytes"].iloc[-1]) if len(base) else None
-        for _, row in group.iterrows():
-            mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
-            step, body = _value(row["step_peak_bytes"]), _value(row["body_peak_bytes"])
-            body_ms = _value(row["body_time_ms"])
-            note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
-            compared = not note.startswith(variants.INTERPRETED)
-            rows.append({
-                **{c: row[c] for c in SHAPE_COLUMNS}, "variant": row["variant"], "ce_chunk": row["ce_chunk"],
-                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
-                "mem_vs_base": _over(mem, base_mem) if compared else None,
-                "lower_bound_bytes": row["lower_bound_bytes"],
-                "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])) if step is None else None,
-                "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
-                "step_vs_base": _over(step, base_step) if compared else None,
-                "loss_share": (_over(step - body, step) if compared and step is not None and body is not None
-                               else None),
-                "loss_time_share": (_over(time_ms - body_ms, time_ms) if compared and time_ms is not None
-                                    and body_ms is not None else None),
-                "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
-                "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
-                "matmul_floor_ms": row["matmul_floor_ms"],
-                "time_vs_floor": _over(time_ms, _value(row["matmul_floor_ms"])) if compared else None,
-                "noisy": noisy(row), "flops": row["flops"], "tflops_per_s": row["tflops_per_s"],
-                "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
-                "status": row["status"], "error": row["error"], "note": note,
-            })
-    return pd.DataFrame(rows)
 
 
 def _ratio(r: float | None) -> Text:

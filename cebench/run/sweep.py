@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cebench.core import devices
 from cebench.core.axes import AXES
@@ -137,7 +138,7 @@ class Sweep:
         for name, steps in (("warmup", warmup), ("repeats", repeats)):
             if steps is not None and not 1 <= steps <= MAX_STEPS:
                 raise UsageError(f"must be from 1 to {MAX_STEPS:,} (every timed step is kept)", name)
-        self.device = devices.resolve(device)
+        self.device = devices.target(device, here=True)
         grid = options.grid(self.device.name)
         self.settings = Settings(warmup=self.device.warmup if warmup is None else warmup,
                                  repeats=self.device.repeats if repeats is None else repeats)
@@ -266,9 +267,14 @@ def _no_such_csv(path: Path) -> str:
     return f"--resume: {path} does not exist{hint}: every point is measured, into a new CSV"
 
 
-def sweep(options: GridOptions | None = None, **kwargs: object) -> list[Result]:
-    """Run a whole `Sweep(options, **kwargs)` and return its rows."""
-    return list(Sweep(options, **kwargs))  # type: ignore[arg-type]
+def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | None = None,
+          threads: int | None = None, shard: str | None = None, out: Path | str | None = None, resume: bool = False,
+          isolate: bool | None = None, point_timeout: float | None = None, **grid: Any) -> list[Result]:
+    """Measure the grid: one `Result` per point, each also appended to the CSV `out`
+    (default results/sweep-<time>.csv). The options are `Sweep`'s; iterate a `Sweep` for
+    the rows one at a time as they are measured."""
+    return list(Sweep(GridOptions(**grid), device=device, repeats=repeats, warmup=warmup, threads=threads,
+                      shard=shard, out=out, resume=resume, isolate=isolate, point_timeout=point_timeout))
 
 
 __all__ = ["Estimate", "Interrupted", "Sweep", "sweep"]

@@ -1,0 +1,75 @@
+"""Comparisons of results rows: each row's ratios to its shape's baseline variant, to the
+lower bound and the matmul floor, a model's loss share, and whether its time is noisy.
+Values only (floats, None where undefined); `cebench.render.report` formats them."""
+from __future__ import annotations
+
+import pandas as pd
+
+from cebench.losses import variants
+from cebench.store.schema import SHAPE_COLUMNS, Status
+
+NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
+
+
+def _value(x: object) -> float | None:
+    return None if pd.isna(x) else float(x)
+
+
+def _over(x: float | None, y: float | None) -> float | None:
+    """x / y, or None when either is missing or y is 0."""
+    return x / y if x is not None and y else None
+
+
+def loss_share(step: float | None, body: float | None) -> float | None:
+    """(step − body) / step: the loss's share of a model's training step, from its peak
+    bytes (or time in ms) beside the same step's with a stand-in loss (`body`); None when
+    either is missing or `step` is 0."""
+    return _over(step - body, step) if step is not None and body is not None else None
+
+
+def noisy(row: pd.Series) -> bool:
+    """Whether the row's p25–p75 spread is more than `NOISY` of its median."""
+    median, p25, p75 = (_value(row[c]) for c in ("time_ms_median", "time_ms_p25", "time_ms_p75"))
+    return None not in (median, p25, p75) and median > 0 and (p75 - p25) > NOISY * median
+
+
+def view(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table's rows as values: the shape, the variant, memory and time with their
+    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`; a
+    model's step: `step_vs_base`, and `loss_share` = (step − body peak) / step peak), to
+    the lower bound (`mem_vs_lower_bound` = peak_delta_bytes / lower_bound_bytes) and to the
+    matmul floor (`time_vs_floor` = time_ms_median / matmul_floor_ms), `noisy`, the FLOPs,
+    the status with its reason, and the row's `note`. A row whose kernels ran under an
+    interpreter (`variants.INTERPRETED`) is compared with nothing: its ratios are empty."""
+    rows = []
+    for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
+        name = variants.baseline(group["workload"].iloc[0])
+        base = group[(group["variant"] == name) & (group["status"] == Status.OK)]
+        base_mem = _value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
+        base_time = _value(base["time_ms_median"].iloc[-1]) if len(base) else None
+        base_step = _value(base["step_peak_bytes"].iloc[-1]) if len(base) else None
+        for _, row in group.iterrows():
+            mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
+            step, body = _value(row["step_peak_bytes"]), _value(row["body_peak_bytes"])
+            body_ms = _value(row["body_time_ms"])
+            note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
+            compared = not note.startswith(variants.INTERPRETED)
+            rows.append({
+                **{c: row[c] for c in SHAPE_COLUMNS}, "variant": row["variant"], "ce_chunk": row["ce_chunk"],
+                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
+                "mem_vs_base": _over(mem, base_mem) if compared else None,
+                "lower_bound_bytes": row["lower_bound_bytes"],
+                "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])) if step is None else None,
+                "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
+                "step_vs_base": _over(step, base_step) if compared else None,
+                "loss_share": loss_share(step, body) if compared else None,
+                "loss_time_share": loss_share(time_ms, body_ms) if compared else None,
+                "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
+                "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
+                "matmul_floor_ms": row["matmul_floor_ms"],
+                "time_vs_floor": _over(time_ms, _value(row["matmul_floor_ms"])) if compared else None,
+                "noisy": noisy(row), "flops": row["flops"], "tflops_per_s": row["tflops_per_s"],
+                "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
+                "status": row["status"], "error": row["error"], "note": note,
+            })
+    return pd.DataFrame(rows)

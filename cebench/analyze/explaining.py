@@ -1,0 +1,94 @@
+"""`cebench explain` as a library call: each point's allocations at its peak
+(`cebench.analyze.explain`), or a model's training step part by part
+(`cebench.analyze.anatomy`). Nothing here imports torch until a function runs."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cebench.analyze.predicting import one_value
+from cebench.core.axes import BY_NAME, NO_MODEL
+from cebench.core.config import LOSS
+from cebench.core.errors import UsageError, describe
+from cebench.losses import variants
+from cebench.run.grid import GridOptions
+
+if TYPE_CHECKING:
+    from cebench.analyze.anatomy import Anatomy
+    from cebench.analyze.explain import Explanation
+
+
+@dataclass(frozen=True)
+class Explained:
+    """`explain`'s answer: one `Explanation` per variant and ce_chunk (with a model: one
+    `Anatomy` of its training step each, in `anatomies`), the points that could not be
+    explained (label → why), and whether they were traced on meta tensors."""
+
+    explanations: list[Explanation]
+    not_explained: Mapping[str, str]
+    meta: bool
+    anatomies: list[Anatomy] = field(default_factory=list)
+
+
+EXPLAIN_VARIANTS = "dense,chunked"
+
+
+def explain(*, device: str | None = None, meta: bool = False, target: str | None = None, **grid: Any) -> Explained:
+    """What one loss step of each point holds at its peak, allocation by allocation: on
+    `device` ('auto', 'cpu', 'cuda'; default auto) from the allocator's events, or on meta
+    tensors (`meta`, and always for cuda without a GPU here and for a named GPU target).
+    `target` is another name for `device`. One value of each axis but ce_chunk; batch
+    defaults to the largest of the device's sweep defaults, variant to dense,chunked. With a
+    `model`: what its training step holds at its peak, part by part (parameters, optimizer
+    state, gradients, activations, the loss's buffers), traced on meta for the device."""
+    from cebench.core import devices
+
+    if device is not None and target is not None:
+        raise UsageError("give the device once (--device; --target is another name for it)", "target")
+    param = "target" if target is not None else "device"
+    name = device or target or "auto"
+    if name.strip().lower() != "auto":  # checked before the grid; 'auto' resolved after it (torch looks for a GPU)
+        devices.target(name, auto=True, param=param)
+    options = GridOptions(**{**grid, "variant": grid.get("variant") or EXPLAIN_VARIANTS, "workload": LOSS})
+    one_value(options.given(batch=options.axes.get("batch") or "1").grid("cpu"), "explain")  # before torch
+    device = devices.target(name, auto=True, param=param).name
+    meta = meta or devices.get(device).is_target or not devices.get(device).available()
+    if options.axes.get("batch") is None:
+        options = options.given(batch=str(max(BY_NAME["batch"].default(devices.get(device).kind))))
+    points = options.grid(device)
+    if points.model[0] != NO_MODEL:
+        return _anatomies(points)
+
+    from cebench.analyze.explain import Unexplainable
+    from cebench.analyze.explain import explain as explain_point
+
+    variants.smoke_test(points.variants, "cpu" if meta else device)
+    done, skipped = [], {}
+    for point in points.expand():
+        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
+        try:
+            done.append(explain_point(point, meta))
+        except Unexplainable as exc:
+            skipped[label] = str(exc)
+    return Explained(done, skipped, meta)
+
+
+def _anatomies(points: Any) -> Explained:
+    """`explain` of a model's training step: each point's `Anatomy`, on meta."""
+    from cebench.analyze.anatomy import anatomy
+    from cebench.analyze.predict import unpredictable
+
+    variants.smoke_test(points.variants, "cpu")
+    done, skipped = [], {}
+    for point in points.expand():
+        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
+        why = unpredictable(point)  # what cannot be predicted cannot be taken apart
+        if why is None:
+            try:
+                done.append(anatomy(point))
+            except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
+                why = describe(exc)
+        if why is not None:
+            skipped[label] = why
+    return Explained([], skipped, True, done)

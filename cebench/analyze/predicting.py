@@ -1,0 +1,152 @@
+"""`cebench predict` and `cebench fit` as library calls: the grid checked, each point
+predicted on meta tensors (`cebench.analyze.predict`), the rows or answers returned. Nothing
+here imports torch until a function runs; nothing prints."""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cebench.core.axes import AXES
+from cebench.core.config import LOSS, Settings
+from cebench.core.errors import InputWarning, UsageError, describe
+from cebench.losses import variants
+from cebench.run.grid import LOGITS_LIMIT, GridOptions
+
+if TYPE_CHECKING:
+    from cebench.analyze.predict import Fit
+    from cebench.core.config import Config
+    from cebench.store.schema import Result
+
+
+def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any) -> list[Result]:
+    """Each point's peak memory on `target` ('cuda': storages charged as the caching
+    allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
+    cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
+    with `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
+    Also appended to the CSV `out` when given."""
+    from cebench.analyze.predict import predict as predict_point
+    from cebench.core import devices
+    from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
+
+    points = GridOptions(**grid).grid(devices.target(target, param="target").name)
+    if out is not None and check_out(Path(out)) is not None:  # a foreign or unwritable CSV is refused first
+        one_kind(read_rows(Path(out), warn=False), predictions=True)  # and one of measurements
+    variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
+    expanded = points.expand()
+    warn_meta_work(expanded, "predict")
+    rows = [predict_point(point) for point in expanded]
+    if out is not None:
+        with ResultWriter(Path(out)) as writer:
+            for row in rows:
+                writer.write(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, the
+    measured row of each fitted batch (index into `fits` → `Result`; with `measure`), the
+    variants that could not be fitted (name → why), the budget used (bytes), and with a
+    model, the answer for the loss alone at the model's vocab and d_model (index → `Fit`)."""
+
+    fits: list[Fit]
+    measured: Mapping[int, Result] = field(default_factory=dict)
+    not_fitted: Mapping[str, str] = field(default_factory=dict)
+    budget: int | None = None
+    alone: Mapping[int, Fit] = field(default_factory=dict)
+
+
+def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
+        **grid: Any) -> Fitted:
+    """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
+    cuBLAS workspaces too) fits `budget` bytes (default: a named GPU's memory), per loss
+    variant and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
+    peak of its whole training step, and the loss alone's answer beside it (`alone`). With
+    `measure`, each answer is also run once on `target` (which this machine must have)."""
+    from cebench.analyze.predict import fit as fit_point
+    from cebench.analyze.predict import unpredictable
+    from cebench.core import devices
+    from cebench.models.training import loss_alone
+
+    device = devices.target(target, param="target").name
+    if max_batch < 1:
+        raise UsageError("must be at least 1", "max_batch")
+    if budget is None:
+        budget = devices.get(device).capacity_bytes
+        if budget is None:
+            raise UsageError(f"is needed for target {device} (a named GPU, see cebench targets, has its own)",
+                             "budget")
+    if budget < 1:
+        raise UsageError("must be a positive number of bytes", "budget")
+    if measure:
+        devices.target(device, here=True, param="target")  # the target must be here to measure on it
+    options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
+    candidates = options.grid(device)
+    one_value(candidates, "fit")
+    if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= LOGITS_LIMIT:
+        raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "
+                         "than any machine holds", "max_batch")
+    variants.smoke_test(candidates.variants, "cpu")
+    points, skipped = [], {}
+    for point in candidates.expand():
+        why = unpredictable(point)
+        if why is None:
+            points.append(point)
+        else:
+            skipped[point.variant] = why
+    if not points:
+        raise UsageError("no variant here can be predicted (compiled variants and custom ops cannot)", "variant")
+    warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
+    fits = []
+    for point in points:
+        try:
+            fits.append(fit_point(point, budget, max_batch))
+        except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
+            if not point.has_model:  # the loss alone was predicted at batch 1: this is no user's model
+                raise
+            skipped[point.variant] = describe(exc)
+    if not fits:
+        name, why = next(iter(skipped.items()))
+        raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")
+    alone = {i: fit_point(loss_alone(f.config), budget, max_batch) for i, f in enumerate(fits) if f.config.has_model}
+    measured = {}
+    if measure:  # in a fresh process per answer where the device isolates its points by default
+        import functools
+
+        from cebench.run.isolate import Child
+        from cebench.run.runner import isolated, run
+        from cebench.run.sweep import POINT_TIMEOUT_S
+
+        settings = Settings(warmup=1, repeats=1)
+        child = Child(specs=options.specs, device=device)
+        one = (isolated(child, settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
+               else functools.partial(run, settings=settings))
+        measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
+    return Fitted(fits, measured, skipped, budget, alone)
+
+
+META_CHUNKS = 100_000  # chunks of meta ops beyond which a prediction earns a warning before it starts
+
+
+def warn_meta_work(points: Iterable[Config], command: str) -> None:
+    """An `InputWarning` before predicting `points` when their steps would run more than
+    `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk)."""
+    points = list(points)
+    chunks = sum(-(-p.tokens // p.ce_chunk) if p.ce_chunk else 1 for p in points)
+    if chunks > META_CHUNKS:
+        largest = max(p.tokens for p in points)
+        warnings.warn(InputWarning(f"{command}: {chunks:,} chunks of meta ops to trace (a dozen ops each; N up to "
+                                   f"{largest:,} tokens), which may take hours; fewer tokens or a larger --ce-chunk "
+                                   "take less (Ctrl-C stops it)"), stacklevel=3)
+
+
+def one_value(grid: Any, command: str) -> None:
+    """Every axis but ce_chunk takes one value in `command`."""
+    for axis in AXES:
+        values = grid.values[axis.name]
+        if not axis.chunked_only and len(values) > 1:
+            listed = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+            raise UsageError(f"{command} takes one value, not {listed} (sweep measures a grid)", axis.name)

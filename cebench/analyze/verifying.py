@@ -1,0 +1,64 @@
+"""`cebench verify` as a library call: the options checked, the parity matrix and the
+samplers' tests run (`cebench.analyze.verify`). Nothing here imports torch until it runs."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cebench.core.axes import BY_NAME
+from cebench.core.config import WORKLOADS
+from cebench.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from cebench.analyze.verify import LossCheck, SamplerCheck, Setting
+
+
+@dataclass(frozen=True)
+class Verified:
+    """`verify`'s answer: the loss checks (the parity matrix: variant × setting × dtype ×
+    case), the sampler checks, the variants that cannot run on `device` (name → why), the
+    settings checked, in order, and the device they ran on. `passed`: no check failed."""
+
+    losses: list[LossCheck]
+    samplers: list[SamplerCheck]
+    skipped: Mapping[str, str]
+    settings: list[Setting] = field(default_factory=list)
+    device: str = "cpu"
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed is not False for c in [*self.losses, *self.samplers])
+
+
+def verify(*, variant: str | None = None, device: str = "auto", dtype: str | None = None, temperature: float = 0.9,
+           vocab: int = 16, draws: int = 200_003, ce_chunk: int = 4096, **semantics: Any) -> Verified:
+    """Check the correctness claims of every variant (or of `variant`) on `device` ('auto',
+    'cpu', 'cuda'; default auto: cuda when a GPU is visible): losses and gradients against a
+    float64 reference at three shapes and two edge cases in each `dtype` (default: the
+    device's, cpu fp32, cuda bf16), with every loss semantics off and with each alone at each
+    of its values (keywords named after the axes, `ignore_frac`, `softcap`, ...; missing =
+    `cebench.analyze.verify.DEFAULT_SETTINGS`); samplers by a chi-square test of `draws`
+    draws over a `vocab`-token vocabulary."""
+    from cebench.analyze.verify import SampleCase, run_all, settings
+    from cebench.core import devices
+    from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
+    from cebench.run.grid import check_temperature, option_text, select_variants
+
+    unknown = sorted(set(semantics) - {a.name for a in SEMANTICS})
+    if unknown:
+        raise UsageError(f"not a loss semantics (those are: {', '.join(a.name for a in SEMANTICS)})", unknown[0])
+    matrix = settings({k: option_text(v) for k, v in semantics.items()})
+
+    names = list(select_variants(variant, ",".join(WORKLOADS)))
+    kind = devices.target(device, here=True).kind
+    dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(kind))
+    parse_vocab(str(vocab), "vocab")
+    if draws < 100:
+        raise UsageError("at least 100 draws are needed for a chi-square test", "draws")
+    if ce_chunk < 1:
+        raise UsageError(f"{ce_chunk} must be a positive integer", "ce_chunk")
+    check_temperature(temperature)
+    sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
+    losses, samplers, skipped = run_all(names, dtypes, sample, matrix, kind)
+    return Verified(losses, samplers, skipped, matrix, kind)

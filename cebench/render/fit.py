@@ -1,0 +1,66 @@
+"""`cebench fit`'s table and the line under it, from `fit`'s answer (`Fitted`)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from cebench.core import devices
+from cebench.core.config import LOSS
+from cebench.core.units import format_bytes
+from cebench.losses import variants
+from cebench.render.table import Column, Table
+
+if TYPE_CHECKING:
+    from cebench.analyze.predicting import Fitted
+
+
+def fit_table(fitted: Fitted) -> Table:
+    """`fit`'s answer: one row per variant and ce_chunk (max batch, tokens, predicted peak in
+    bytes, its share of the budget, the batch against the baseline's), with the loss alone's
+    answer where there is one and the measured peak with `measure`; the most tokens highlighted."""
+    fits, budget, measured, alone = fitted.fits, fitted.budget, fitted.measured, fitted.alone
+    best = max(range(len(fits)), key=lambda i: (fits[i].tokens, -(fits[i].peak_bytes or 0)))
+    base = variants.baseline(LOSS)
+    base_batch = next((f.batch for f in fits if f.config.variant == base), None)
+    specs = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("batch", "max batch", 0), ("tokens", "tokens", 1),
+             ("peak_bytes", "predicted peak", 0), ("of_budget", "of budget", 2), ("vs_base", f"vs {base}", 1),
+             ("predictions", "predictions", 3)]
+    if alone:
+        specs[3:3] = [("alone", "loss alone", 0), ("alone_vs_base", f"alone vs {base}", 2)]
+        alone_base = next((alone[i].batch for i, f in enumerate(fits) if f.config.variant == base and i in alone),
+                          None)
+    if measured:
+        specs.append(("measured", "measured peak", 0))
+    table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
+                  title=f"cebench fit · budget {format_bytes(budget)} · target {fits[0].config.device}")
+    for i, f in enumerate(fits):
+        batch = f"≥ {f.batch:,} (limit)" if f.at_limit else f"{f.batch:,}" if f.batch else "none fits"
+        cells = [f.config.variant, "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}", batch,
+                 f"{f.tokens:,}", format_bytes(f.peak_bytes),
+                 "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
+                 "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×", str(f.predictions)]
+        if alone:
+            a = alone.get(i)
+            cells[3:3] = ["–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
+                          "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×"]
+        if measured:
+            r = measured.get(i)
+            cells.append("–" if r is None else format_bytes(r.peak_bytes) if r.status == "ok" else r.status)
+        style = "bold green" if i == best and f.batch else ""
+        table.add_row(*(Text(c, style=style) for c in cells))
+    return table
+
+
+def fit_note(fitted: Fitted) -> str:
+    """What the peaks include: the sizes searched at, the target, the inputs (a model's
+    whole step) and a named GPU's cuBLAS workspaces."""
+    c = fitted.fits[0].config
+    workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
+    inputs = "the inputs h, weight, targets"
+    if c.has_model:
+        inputs = (f"the whole training step of {c.model}: parameters, gradients, {c.optimizer} state, activations "
+                  f"(checkpointing {c.activation_checkpointing}), the loss; loss alone: the loss step by itself at "
+                  f"the same vocab and d_model, with {inputs}")
+    return (f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
+            f"for {c.device} (peak includes {inputs}{workspaces}).")
