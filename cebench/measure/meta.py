@@ -20,10 +20,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from cebench.core import devices
 from cebench.core.config import Config, torch_dtype
+from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import StorageTracker, watch_rng_states
 from cebench.models import training as training_mod
 from cebench.models.model import Model, resolve_model
