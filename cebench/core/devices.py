@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cebench.core import shard
 from cebench.core import targets as targets_mod
 from cebench.core.errors import UsageError
 from cebench.core.memory import MemoryReading, allocation_events, round_up, running_peak, storage_bytes
@@ -207,9 +208,7 @@ class CUDA(Device):
 
     def local_index(self, environ: Mapping[str, str]) -> int | None:
         """torchrun's LOCAL_RANK, else an `srun` task's SLURM_LOCALID."""
-        from cebench.run.shard import local_index
-
-        return local_index(environ)
+        return shard.local_index(environ)
 
     def model_name(self) -> str:
         import torch
