@@ -74,6 +74,8 @@ def predict_command(
 def fit_table(fits: list[Fit], budget: int, measured: Mapping[int, Result], alone: Mapping[int, Fit]) -> Table:
     """One row per variant and ce_chunk, with the loss alone's answer where `alone` has one;
     the most tokens highlighted."""
+    from cebench.store.schema import Status
+
     best = max(range(len(fits)), key=lambda i: (fits[i].tokens, -(fits[i].peak_bytes or 0)))
     base = variants.baseline(LOSS)
     base_batch = next((f.batch for f in fits if f.config.variant == base), None)
@@ -100,7 +102,7 @@ def fit_table(fits: list[Fit], budget: int, measured: Mapping[int, Result], alon
                           "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×"]
         if measured:
             r = measured.get(i)
-            cells.append("–" if r is None else format_bytes(r.peak_bytes) if r.status == "ok" else r.status)
+            cells.append("–" if r is None else format_bytes(r.peak_bytes) if r.status == Status.OK else r.status)
         style = "bold green" if i == best and f.batch else ""
         table.add_row(*(Text(c, style=style) for c in cells))
     return table
