@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from cebench.core import interpreter
 from cebench.core.errors import UsageError
 from cebench.core.version import __version__
 from cebench.losses.contract import LossFn, SampleFn, variant
 
-interpreter.enable()  # before anything imports triton: on a machine without a GPU, Triton kernels run interpreted
-
 _API = ("Sweep", "GridOptions", "sweep", "predict", "fit", "explain", "verify", "check", "load", "targets")
 __all__ = ["LossFn", "SampleFn", "UsageError", "variant", "__version__", *_API]
+
 
 def __getattr__(name: str) -> Any:
     """The API's names, imported on first use (so that `cebench --help` stays fast)."""
