@@ -7,22 +7,14 @@ is importable from here; it imports torch only when called.
 """
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from cebench.core import interpreter
 from cebench.core.errors import UsageError
+from cebench.core.version import __version__
 from cebench.losses.contract import LossFn, SampleFn, variant
-
-interpreter.enable()  # before anything imports triton: on a machine without a GPU, Triton kernels run interpreted
 
 _API = ("Sweep", "GridOptions", "sweep", "predict", "fit", "explain", "verify", "check", "load", "targets")
 __all__ = ["LossFn", "SampleFn", "UsageError", "variant", "__version__", *_API]
-
-try:
-    __version__ = version("cebench")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0+unknown"
 
 
 def __getattr__(name: str) -> Any:

@@ -13,8 +13,13 @@ import torch  # noqa: F401  (as matplotlib)
 from typer.testing import CliRunner
 
 from cebench.cli import app
+from cebench.core import interpreter
 from cebench.core.config import Config
 from cebench.run.runner import Settings
+
+# The suite runs Liger's kernels on a CPU, and some tests import triton themselves
+# (torch.utils.flop_counter): Triton's interpreter is chosen before any of them does.
+interpreter.enable()
 
 # Every point collects garbage before it is measured (`Device.free_cache`). A full
 # collection walks every object the imports made (~370,000 with torch, pandas and

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from cebench.core import devices
-from cebench.measure.memory import running_peak, storage_bytes
+from cebench.core.memory import running_peak, storage_bytes
 from cebench.run.runner import run
 from conftest import FAST, cpu_config
 

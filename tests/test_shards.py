@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from cebench.cli import app
 from cebench.core.errors import UsageError
+from cebench.core.shard import Shard, from_env, local_index, parse
 from cebench.run import plan
 from cebench.run.grid import GridOptions
-from cebench.run.shard import Shard, assign, from_env, local_index, out_path, parse, run_id
+from cebench.run.shard import assign, out_path, run_id
 from cebench.store.frame import load
 from cebench.store.schema import KEY_COLUMNS, SCHEMA_VERSION
 from conftest import rewrite

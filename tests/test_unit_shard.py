@@ -9,7 +9,8 @@ import random
 import pytest
 
 from cebench.core.errors import UsageError
-from cebench.run.shard import Shard, assign, from_env, local_index, parse
+from cebench.core.shard import Shard, from_env, local_index, parse
+from cebench.run.shard import assign
 
 
 @pytest.mark.parametrize("text,index,count", [("0/1", 0, 1), ("2/8", 2, 8), (" 3/4 ", 3, 4), ("0/ 2", 0, 2)])

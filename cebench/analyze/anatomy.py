@@ -27,7 +27,7 @@ import torch
 
 from cebench.core import devices
 from cebench.core.config import Config
-from cebench.measure.memory import storage_bytes
+from cebench.core.memory import storage_bytes
 from cebench.measure.meta import model_state, trace, workspace_bytes
 from cebench.measure.timeline import RECOMPUTE
 from cebench.measure.tracker import OpTracker

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
+from cebench.core.memory import round_up
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure.allocations import ProfiledStep
-from cebench.measure.memory import round_up
 from cebench.measure.meta import OpaqueOp, trace
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
 from cebench.measure.tracker import OpTracker

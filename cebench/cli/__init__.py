@@ -12,10 +12,14 @@ from cebench.cli import predict as _predict  # noqa: F401  (registers predict, f
 from cebench.cli import sweep as _sweep  # noqa: F401  (registers the command)
 from cebench.cli import verify as _verify  # noqa: F401
 from cebench.cli.app import app
+from cebench.core import interpreter
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. The command runs Triton kernels (Liger's) under Triton's
+    interpreter on a machine without a GPU, and in the children it starts
+    (`cebench.core.interpreter`): chosen before anything imports triton."""
+    interpreter.enable()
     app()
 
 

@@ -212,9 +212,9 @@ def _version(value: bool) -> None:
     if value:
         import torch
 
-        import cebench
+        from cebench.core.version import __version__
 
-        out.print(f"cebench {cebench.__version__} (torch {torch.__version__})")
+        out.print(f"cebench {__version__} (torch {torch.__version__})")
         raise typer.Exit()
 
 

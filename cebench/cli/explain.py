@@ -51,9 +51,9 @@ def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path:
 
     path = save(anatomies, out_path or default_out()) if out_path is not None or not as_json else None
     if as_json:
-        import cebench
+        from cebench.core.version import __version__
 
-        typer.echo(json.dumps({"cebench_version": cebench.__version__, "figure": None if path is None else str(path),
+        typer.echo(json.dumps({"cebench_version": __version__, "figure": None if path is None else str(path),
                                "anatomies": [{**asdict(a.config), "peak_bytes": a.peak_bytes, "parts": a.parts,
                                               "peak_in": a.when} for a in anatomies],
                                "not_explained": skipped}, indent=2))
@@ -121,9 +121,9 @@ def explain_command(
         raise UsageError("--variant: nothing to explain here (see above)")
     path = save(done, out_path or default_out()) if out_path is not None or not as_json else None
     if as_json:
-        import cebench
+        from cebench.core.version import __version__
 
-        typer.echo(json.dumps({"cebench_version": cebench.__version__, "torch_version": torch.__version__,
+        typer.echo(json.dumps({"cebench_version": __version__, "torch_version": torch.__version__,
                                "figure": None if path is None else str(path),
                                "explanations": [to_json(e) for e in done], "not_explained": skipped}, indent=2))
         return

@@ -79,8 +79,6 @@ Workload = Annotated[str | None, typer.Option(
     metavar=LIST, help="Workloads, comma-separated: loss (forward + backward of the loss), sample (one no-grad "
                        "sampling call). Default: loss.")]
 Temperature = Annotated[float, typer.Option(help="Sampling temperature of the sample workload (> 0).")]
-Dtype = Annotated[str | None, typer.Option(
-    metavar=LIST, help="Dtypes of h and weight, comma-separated: fp32, bf16, fp16. Default: cpu fp32; cuda bf16.")]
 Wide = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the terminal.")]
 Columns = Annotated[str | None, typer.Option(
     metavar=LIST, help="Show these columns besides the ones always shown, comma-separated by key (the footer "

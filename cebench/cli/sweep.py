@@ -196,15 +196,16 @@ class _Progress:
 
     def done(self, label: str, result: Result) -> None:
         from cebench.core.units import format_bytes, format_ms
+        from cebench.store.schema import Status
 
         self.count += 1
         self.bar.advance(self.task)
         if err.is_terminal:
-            if result.status != "ok":
+            if result.status != Status.OK:
                 err.print(f"{self.tag}{result.status}: {label}: {result.error}", style="yellow", highlight=False)
             return
         detail = (f"ok, peak Δ {format_bytes(result.peak_delta_bytes)}, {format_ms(result.time_ms_median)}"
-                  if result.status == "ok" else f"{result.status}: {result.error}")
+                  if result.status == Status.OK else f"{result.status}: {result.error}")
         err.print(f"{self.tag}[{self.count}/{self.total}] {label}: {detail}", highlight=False, soft_wrap=True)
 
     def stop(self) -> None:

@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cebench.core import shard
 from cebench.core import targets as targets_mod
 from cebench.core.errors import UsageError
+from cebench.core.memory import MemoryReading, allocation_events, round_up, running_peak, storage_bytes
 
 if TYPE_CHECKING:
     import torch
-
-    from cebench.measure.memory import MemoryReading
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,6 @@ class Device(ABC):
 
     def block_bytes(self, nbytes: int) -> int:
         """Bytes the allocator charges for a request of `nbytes`: rounded up to `granularity`."""
-        from cebench.measure.memory import round_up
-
         return round_up(nbytes, self.granularity)
 
     def holds(self, tensor: torch.Tensor) -> bool:
@@ -153,15 +151,11 @@ class CPU(Device):
         return (time.perf_counter() - t0) * 1e3
 
     def live_bytes(self, live: Iterable[torch.Tensor]) -> int:
-        from cebench.measure.memory import storage_bytes
-
         return storage_bytes(live)
 
     def peak(self, step: Callable[[], object], live: Iterable[torch.Tensor]) -> MemoryReading:
         """The running sum of the allocator's events (`torch.profiler`, which sees inside
         `torch.compile`d code too) on top of the storages of `live`."""
-        from cebench.measure.memory import MemoryReading, allocation_events, running_peak
-
         self.free_cache()
         base = self.live_bytes(live)
         return MemoryReading(base, base + running_peak(allocation_events(step)), self.mem_method)
@@ -214,9 +208,7 @@ class CUDA(Device):
 
     def local_index(self, environ: Mapping[str, str]) -> int | None:
         """torchrun's LOCAL_RANK, else an `srun` task's SLURM_LOCALID."""
-        from cebench.run.shard import local_index
-
-        return local_index(environ)
+        return shard.local_index(environ)
 
     def model_name(self) -> str:
         import torch
@@ -244,8 +236,6 @@ class CUDA(Device):
     def peak(self, step: Callable[[], object], live: Iterable[torch.Tensor]) -> MemoryReading:
         """`max_memory_allocated` over the step (every tensor on the current GPU counts)."""
         import torch
-
-        from cebench.measure.memory import MemoryReading
 
         self.free_cache()
         base = self.live_bytes(live)

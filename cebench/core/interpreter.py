@@ -1,7 +1,10 @@
 """Triton kernels on a CPU: Triton's interpreter (`TRITON_INTERPRET=1`) runs them there,
 with correct values but not a GPU's memory or time. The variable only takes effect when
 it is set before `triton` is first imported (`torch.utils.flop_counter` and
-`torch.compile` import it), so cebench chooses it when it is imported (`enable`).
+`torch.compile` import it), so cebench chooses it (`enable`) just before it imports
+triton itself: the command line when it starts (`cebench.cli.main`), the library before
+it counts FLOPs, compiles, or runs or checks a variant whose kernels run interpreted.
+`import cebench` leaves the environment alone.
 
 A leaf module: it imports nothing (torch included)."""
 from __future__ import annotations

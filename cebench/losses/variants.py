@@ -102,6 +102,7 @@ class Variant:
         fn = self.load()
         if not self.compiled:
             return fn
+        interpreter.enable()  # torch.compile imports triton
         import torch
 
         if not fresh:
@@ -110,7 +111,11 @@ class Variant:
         return torch.compile(fn, dynamic=False)
 
     def unsupported_reason(self, device: str) -> str | None:
-        """Why this variant cannot run on `device` here, or None when it can."""
+        """Why this variant cannot run on `device` here, or None when it can. Asked before a
+        variant runs: one whose kernels run interpreted, or compiled (Dynamo imports
+        triton), chooses Triton's interpreter first where there is no GPU."""
+        if self.compiled or device in self.interpreted_on:
+            interpreter.enable()
         reasons = [] if device in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
                                                      f"run on {', '.join(self.devices)} only)"]
         reasons += self.requires.missing()

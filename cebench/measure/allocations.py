@@ -17,7 +17,7 @@ operator's input tensors with the allocation they live in. For each allocation:
   unknown when no operator takes it whole.
 
 Frees are matched to allocations by the profiler's allocation id. The events are put in
-time order as `cebench.measure.memory.allocation_events` orders them, so their running
+time order as `cebench.core.memory.allocation_events` orders them, so their running
 peak is the number `sweep` measures.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch._C._profiler import _EventType
 
-from cebench.measure.memory import profiled, round_up
+from cebench.core.memory import profiled, round_up
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,

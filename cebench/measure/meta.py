@@ -13,21 +13,23 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
-from cebench.core import devices
+from cebench.core import devices, interpreter
 from cebench.core.config import Config, Grads, torch_dtype
+from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure.memory import MemoryReading, storage_bytes
 from cebench.measure.tracker import StorageTracker, watch_rng_states
 from cebench.models import training as training_mod
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import PREDICTED
+
+if TYPE_CHECKING:
+    from torch.utils.flop_counter import FlopCounterMode
 
 Tracker = TypeVar("Tracker", bound=StorageTracker)
 
@@ -148,7 +150,12 @@ class _Flat:
 def flop_counter() -> FlopCounterMode:
     """A `FlopCounterMode` that counts the step's total alone. Its default module tracker,
     which attributes FLOPs to modules, hooks every module's outputs and so keeps tensors
-    alive through checkpointed blocks: a traced step would hold more than the real one."""
+    alive through checkpointed blocks: a traced step would hold more than the real one.
+    Its module imports triton, so Triton's interpreter is chosen first (on a machine
+    without a GPU: `cebench.core.interpreter`)."""
+    interpreter.enable()
+    from torch.utils.flop_counter import FlopCounterMode
+
     counter = FlopCounterMode(display=False)
     if hasattr(counter, "mod_tracker"):
         counter.mod_tracker = _Flat()

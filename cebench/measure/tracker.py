@@ -27,7 +27,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from cebench.measure.memory import round_up
+from cebench.core.memory import round_up
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,

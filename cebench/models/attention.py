@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 
 FLASH_CPU, FLASH, EFFICIENT = "flash-cpu", "flash", "efficient"
-KERNELS: tuple[str, ...] = (FLASH_CPU, FLASH, EFFICIENT)
 
 
 def kernel_for(kind: str, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> str | None:

@@ -28,7 +28,7 @@ from torch.utils.checkpoint import checkpoint
 
 from cebench.core.errors import UsageError
 from cebench.models.attention import attend, kernel_for
-from cebench.models.spec import ModelSpec
+from cebench.models.spec import Family, ModelSpec
 
 _SDPA_GQA = TorchVersion(torch.__version__) >= "2.5"  # has enable_gqa (older releases: k, v always repeated)
 
@@ -48,7 +48,8 @@ class Decoder(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.spec, self.checkpointing = spec, checkpointing
         self.embed = nn.Embedding(spec.vocab, spec.d_model, **factory)
-        self.positions = nn.Embedding(spec.max_positions, spec.d_model, **factory) if spec.family == "gpt2" else None
+        gpt2 = spec.family == Family.GPT2
+        self.positions = nn.Embedding(spec.max_positions, spec.d_model, **factory) if gpt2 else None
         self.blocks = nn.ModuleList(Block(spec, factory, attention) for _ in range(spec.n_layers))
         self.norm = _norm(spec, factory)
         self.lm_head = None if spec.tied else nn.Parameter(torch.empty(spec.vocab, spec.d_model, **factory))
@@ -71,7 +72,7 @@ class Decoder(nn.Module):
             x = x + self.positions(torch.arange(context, device=ids.device))
         else:
             rope = _rope(context, self.spec, ids.device, x.dtype)
-        if self.spec.family == "gemma2":
+        if self.spec.family == Family.GEMMA2:
             x = x * math.sqrt(self.spec.d_model)
         for block in self.blocks:
             if self.checkpointing and torch.is_grad_enabled():
@@ -97,7 +98,7 @@ class Block(nn.Module):
 
     def __init__(self, spec: ModelSpec, factory: dict, attention: str | None) -> None:
         super().__init__()
-        gemma = spec.family == "gemma2"
+        gemma = spec.family == Family.GEMMA2
         self.attn_norm, self.attn = _norm(spec, factory), Attention(spec, factory, attention)
         self.mlp_norm, self.mlp = _norm(spec, factory), MLP(spec, factory)
         self.attn_out_norm = _norm(spec, factory) if gemma else nn.Identity()
@@ -143,7 +144,7 @@ class MLP(nn.Module):
 
     def __init__(self, spec: ModelSpec, factory: dict) -> None:
         super().__init__()
-        gated = spec.family != "gpt2"
+        gated = spec.family != Family.GPT2
         self.gate = nn.Linear(spec.d_model, spec.d_ff, bias=spec.mlp_bias, **factory) if gated else None
         self.up = nn.Linear(spec.d_model, spec.d_ff, bias=spec.mlp_bias, **factory)
         self.down = nn.Linear(spec.d_ff, spec.d_model, bias=spec.mlp_bias, **factory)
@@ -173,9 +174,9 @@ class RMSNorm(nn.Module):
 
 
 def _norm(spec: ModelSpec, factory: dict) -> nn.Module:
-    if spec.family == "gpt2":
+    if spec.family == Family.GPT2:
         return nn.LayerNorm(spec.d_model, eps=spec.norm_eps, **factory)
-    return RMSNorm(spec.d_model, spec.norm_eps, spec.family == "gemma2", factory)
+    return RMSNorm(spec.d_model, spec.norm_eps, spec.family == Family.GEMMA2, factory)
 
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,14 @@ MODEL_TYPES = ("llama", "mistral", "qwen2", "gemma2", "gpt2")
 # transformers' names of each activation, as cebench names them
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh"}
+
+
+class Family(str, Enum):
+    """How the reference decoder builds a model type (a string: `Family.GPT2 == 'gpt2'`)."""
+
+    LLAMA = "llama"  # llama, mistral, qwen2: RMSNorm, RoPE, a gated MLP
+    GEMMA2 = "gemma2"  # norms before and after attention and MLP, RMSNorm scaled by 1 + weight
+    GPT2 = "gpt2"  # LayerNorm, learned positions
 
 
 @dataclass(frozen=True)
@@ -61,9 +70,9 @@ class ModelSpec:
     torch_dtype: str | None = None
 
     @property
-    def family(self) -> str:
-        """'gpt2' (LayerNorm, learned positions), 'gemma2' (pre and post norms) or 'llama' (the rest)."""
-        return self.model_type if self.model_type in ("gpt2", "gemma2") else "llama"
+    def family(self) -> Family:
+        """GPT2 (LayerNorm, learned positions), GEMMA2 (pre and post norms) or LLAMA (the rest)."""
+        return Family(self.model_type) if self.model_type in (Family.GPT2, Family.GEMMA2) else Family.LLAMA
 
 
 def read_config(path: Path | str) -> dict[str, Any]:

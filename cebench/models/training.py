@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from cebench.core import devices
 from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Optimizer, YesNo
 from cebench.core.config import Config
+from cebench.core.memory import storage_bytes
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
 from cebench.models.contract import Built
@@ -57,8 +58,6 @@ class Training:
         """Bytes of parameters + their gradients + optimizer state, each storage charged
         `block(nbytes)`, counting the tensors `on` the device's memory (AdamW keeps its step
         counts on the host)."""
-        from cebench.measure.memory import storage_bytes
-
         grads = sum(block(p.untyped_storage().nbytes()) for p in self.params if p.requires_grad)
         return storage_bytes([t for t in (*self.params, *self.state()) if on(t)], block) + grads
 

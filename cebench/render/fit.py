@@ -10,6 +10,7 @@ from cebench.core.config import LOSS
 from cebench.core.units import format_bytes
 from cebench.losses import variants
 from cebench.render.table import Column, Table
+from cebench.store.schema import Status
 
 if TYPE_CHECKING:
     from cebench.analyze.predicting import Fitted
@@ -46,7 +47,7 @@ def fit_table(fitted: Fitted) -> Table:
                           "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×"]
         if measured:
             r = measured.get(i)
-            cells.append("–" if r is None else format_bytes(r.peak_bytes) if r.status == "ok" else r.status)
+            cells.append("–" if r is None else format_bytes(r.peak_bytes) if r.status == Status.OK else r.status)
         style = "bold green" if i == best and f.batch else ""
         table.add_row(*(Text(c, style=style) for c in cells))
     return table

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from cebench.core import devices
 from cebench.core.config import SAMPLE, Config
+from cebench.core.shard import Shard
 from cebench.losses import variants
 from cebench.run import shard as shard_mod
-from cebench.run.shard import Shard
 from cebench.store.files import point_key
 
 # A nominal cost model, used only to balance shards (it must not depend on the machine, so

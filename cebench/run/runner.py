@@ -17,11 +17,11 @@ import torch
 from cebench.core import devices
 from cebench.core.config import Config, Settings
 from cebench.core.errors import UsageError, describe, said
+from cebench.core.memory import MemoryReading
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure import limits
-from cebench.measure.memory import MemoryReading
 from cebench.measure.meta import count_flops
 from cebench.measure.timing import Timing, time_steps
 from cebench.models import training

@@ -20,13 +20,13 @@ from cebench.core import devices
 from cebench.core.axes import AXES
 from cebench.core.config import Config, Settings
 from cebench.core.errors import InputWarning, UsageError
+from cebench.core.shard import Shard, from_env, parse
 from cebench.losses import variants
 from cebench.run import plan as plan_mod
 from cebench.run import shard as shard_mod
 from cebench.run.grid import GridOptions
 from cebench.run.isolate import Child
 from cebench.run.plan import Plan
-from cebench.run.shard import Shard
 from cebench.store.files import Lock, ResultWriter, check_out, done_keys, one_kind, read_rows
 from cebench.store.schema import Result
 
@@ -122,9 +122,9 @@ class Sweep:
         environ = os.environ if environ is None else environ
         options.grid("cpu")  # every grid option checked before device 'auto' imports torch to look for a GPU
         if isinstance(shard, str):
-            shard = shard_mod.parse(shard)
+            shard = parse(shard)
         elif shard is None:
-            shard = shard_mod.from_env(environ)
+            shard = from_env(environ)
         self.shard = shard if shard is None or shard.count > 1 else None  # 0/1 is the whole grid
         if point_timeout is not None and not point_timeout > 0:
             raise UsageError(f"{point_timeout:g} must be a positive number of seconds", "point_timeout")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cebench.core.errors import UsageError
-from cebench.run.shard import Shard, parse
+from cebench.core.shard import Shard, parse
 from cebench.store.files import predicted, read_rows, write_new
 from cebench.store.frame import validated
 from cebench.store.schema import BEFORE, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION

@@ -194,12 +194,12 @@ def run_values(device_name: str) -> dict[str, object]:
     schema, and the environment (torch and cebench versions, intra-op threads, UTC time)."""
     import torch
 
-    import cebench
     from cebench.core.targets import match
+    from cebench.core.version import __version__
 
     return {"device_name": device_name, "target": match(device_name), "status": Status.OK,
             "torch_version": torch.__version__,
-            "cebench_version": cebench.__version__, "threads": torch.get_num_threads(),
+            "cebench_version": __version__, "threads": torch.get_num_threads(),
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"), "schema_version": SCHEMA_VERSION}
 
 

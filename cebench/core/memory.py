@@ -1,5 +1,6 @@
 """Peak-memory readings and the accounting behind them; each device's probe is its
-`Device.peak` (`cebench.core.devices`).
+`Device.peak` (`cebench.core.devices`), which reads memory with these. Nothing here imports
+torch until a function runs (`cebench --help` must not import it).
 
 CPU: the allocator's allocation and free events recorded by `torch.profiler`
 (`profile_memory=True`); their running sum in time order is the live byte count. These
@@ -12,9 +13,10 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch.profiler import ProfilerActivity, profile
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ def _quiet_stderr() -> Iterator[None]:
 def profiled(step: Callable[[], object], record_shapes: bool = False) -> object:
     """The profiler's results (`_ProfilerResult`) of one `step()`: CPU ops and every
     allocator event, with the ops' input shapes when `record_shapes`."""
+    from torch.profiler import ProfilerActivity, profile
+
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=record_shapes)
     with _quiet_stderr():
         prof.start()
@@ -77,6 +81,8 @@ def profiled(step: Callable[[], object], record_shapes: bool = False) -> object:
 def allocation_events(step: Callable[[], object]) -> list[int]:
     """Signed sizes (bytes; + alloc, − free) of every CPU allocator event during `step()`,
     in time order."""
+    import torch
+
     events = [e for e in profiled(step).events()
               if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
     events.sort(key=lambda e: e.start_ns())  # stable: same-timestamp events keep their order
