@@ -24,6 +24,7 @@ import textwrap
 import warnings
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, cast
 
 import matplotlib
 
@@ -32,11 +33,12 @@ matplotlib.use("Agg")  # before pyplot: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
-from matplotlib.transforms import Affine2D, ScaledTranslation, blended_transform_factory  # noqa: E402
+from matplotlib.transforms import Affine2D, Affine2DBase, ScaledTranslation, blended_transform_factory  # noqa: E402
 
 from cebench.core.axes import BY_NAME as AXES_BY_NAME  # noqa: E402
 from cebench.core.axes import X_AXES  # noqa: E402
@@ -52,16 +54,16 @@ PARAMS = SHAPE_COLUMNS
 MAX_PANELS = 16
 TITLE_WIDTH = 80  # characters of a figure's title line before it wraps
 REFERENCE = "fp32 logits (N × vocab × 4)"
-REFERENCE_STYLE = dict(linestyle="--", color="0.45", linewidth=1.2)
+REFERENCE_STYLE: dict[str, Any] = dict(linestyle="--", color="0.45", linewidth=1.2)
 # What any exact implementation must spend (`cebench.measure.limits`): memory figures draw the lower
 # bound, time figures the matmul floor; the trade-off figure draws both.
 LOWER_BOUND = "lower bound: what any exact step must allocate"
 FLOOR = "matmul floor: the full-size matmuls alone, timed"
-BOUND_STYLE = dict(linestyle=":", color="0.2", linewidth=1.6)
-BUDGET_STYLE = dict(linestyle="--", color="tab:red", linewidth=1.2)
-_FLOOR_STYLE = dict(linestyle="-.", color="0.2", linewidth=1.3)
+BOUND_STYLE: dict[str, Any] = dict(linestyle=":", color="0.2", linewidth=1.6)
+BUDGET_STYLE: dict[str, Any] = dict(linestyle="--", color="tab:red", linewidth=1.2)
+_FLOOR_STYLE: dict[str, Any] = dict(linestyle="-.", color="0.2", linewidth=1.3)
 _MEMORY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
-_FAIL_STYLE = dict(marker="x", color="red", markersize=9, markeredgewidth=2.2, linestyle="none")
+_FAIL_STYLE: dict[str, Any] = dict(marker="x", color="red", markersize=9, markeredgewidth=2.2, linestyle="none")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 # Lines closer than this fraction of the y axis's range at every shared x coincide.
 COINCIDE_TOLERANCE = 0.005
@@ -69,7 +71,7 @@ _SHIFT_PT = 5.0  # sideways shift of a coinciding line's markers, per rank, in p
 STRIP_LABEL = "oom/error"  # the y label, and the Axes label, of the failure strip above a panel
 SCALES_DIFFER = 2.0  # panels whose y maxima differ more than this factor get a note in the title
 
-Style = dict[str, object]  # Line2D keyword arguments of one line: colour, marker, sizes
+Style = dict[str, Any]  # Line2D keyword arguments of one line: colour, marker, sizes
 
 
 def default_out_dir(csv_path: Path) -> Path:
@@ -285,7 +287,8 @@ def _coincide_notes(ax: Axes, lines: dict[str, pd.Series], follows: dict[str, st
     ax.get_xlim()  # brings the x limits up to date
     y0, y1 = ax.get_ylim()
     to_axes = ax.transScale + ax.transLimits
-    height = ax.get_position().height * ax.figure.get_figheight() * 72 * 0.7  # points, about, after layout
+    figure = cast(Figure, ax.figure)  # plt.subplots's, never a SubFigure
+    height = ax.get_position().height * figure.get_figheight() * 72 * 0.7  # points, about, after layout
     ends = sorted(((label, lines[label].index[-1], lines[label].iloc[-1]) for label in follows),
                   key=lambda end: -end[2])  # from the top; ties in legend order
     below = math.inf
@@ -311,9 +314,10 @@ def _failure_strip(ax: Axes, failed: pd.DataFrame, x: str | None, styles: dict[s
     groups = list(failed.groupby(failed.apply(_line, axis=1), sort=False))
     # Placed in points above the panel's top edge (a fixed size, whatever the panel's), so
     # the constrained layout makes room for it in one pass.
-    above_top = Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans + ScaledTranslation(0, 1, ax.transAxes)
+    axes_box = cast(Affine2DBase, ax.transAxes)  # a BboxTransformTo: affine
+    above_top = Affine2D().scale(1 / 72) + ax.figure.dpi_scale_trans + ScaledTranslation(0, 1, axes_box)
     where = blended_transform_factory(ax.transAxes, above_top)
-    strip = ax.inset_axes([0, 5, 1, 6 + 13 * len(groups)], transform=where, sharex=ax if x else None)
+    strip = ax.inset_axes((0, 5, 1, 6 + 13 * len(groups)), transform=where, sharex=ax if x else None)
     strip.set_label(STRIP_LABEL)
     strip.set_ylim(len(groups) - 0.5, -0.5)  # first row on top
     strip.yaxis.set_major_locator(NullLocator())
@@ -373,7 +377,8 @@ def _legend(fig: Figure, frame: pd.DataFrame, styles: dict[str, Style], extra: l
 def _styles(labels: list[str]) -> dict[str, Style]:
     """A colour and marker per line; earlier lines drawn wider, so coinciding lines stay visible.
     tab10 without its red, which is kept for failures."""
-    palette = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 3]
+    tab10 = cast(ListedColormap, plt.get_cmap("tab10")).colors  # a tuple of RGB tuples
+    palette = [c for i, c in enumerate(cast(tuple[tuple[float, float, float], ...], tab10)) if i != 3]
     return {label: dict(color=palette[i % len(palette)], marker=_MARKERS[i % len(_MARKERS)],
                         markersize=max(9 - 1.5 * i, 4.5), linewidth=max(3.2 - 0.6 * i, 1.4))
             for i, label in enumerate(labels)}
@@ -456,6 +461,7 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
             else f"Peak of the whole training step (step_peak_bytes) vs {x}" if step
             else f"Step time vs {x}: median, band p25–p75")
     _title(fig, what, frame, varying, x, "\n".join(filter(None, (_scales_note({"y": tops}), left_out))))
+    extra: list[Line2D | Patch]
     extra = ([] if memory and modeled else [Line2D([], [], label=REFERENCE, **REFERENCE_STYLE)] if memory
              else [Line2D([], [], label=f"budget {format_bytes(budget)}", **BUDGET_STYLE)] if step and budget
              else [] if step else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
