@@ -12,6 +12,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -34,7 +35,7 @@ from cebench.store.schema import PREDICTED  # noqa: E402
 COLORS = {GRADIENT: "tab:green", SAVED: "tab:blue", TEMPORARY: "tab:orange"}
 LABELS = {GRADIENT: "gradient (of h or weight)", SAVED: "saved for backward", TEMPORARY: "temporary"}
 BOUND = "lower bound (gradients of h, weight + loss)"
-_PEAK_STYLE = dict(color="black", linewidth=0.9, linestyle=(0, (2, 2)))
+_PEAK_STYLE: dict[str, Any] = dict(color="black", linewidth=0.9, linestyle=(0, (2, 2)))
 BACKWARD_SHADE = "0.92"
 CONTRIBUTORS = 3  # groups named at the peak
 
@@ -120,7 +121,7 @@ def figure(explanations: Sequence[Explanation]) -> Figure:
     for ax in axes[:, 0]:
         ax.set_ylabel(f"memory added by the step ({unit})")
     _title(fig, explanations)
-    handles = [Patch(color=COLORS[k], alpha=0.85, label=LABELS[k]) for k in reversed(KINDS)]
+    handles: list[Patch | Line2D] = [Patch(color=COLORS[k], alpha=0.85, label=LABELS[k]) for k in reversed(KINDS)]
     handles += [Line2D([], [], label=REFERENCE, **REFERENCE_STYLE), Line2D([], [], label=BOUND, **BOUND_STYLE),
                 Line2D([], [], marker="v", label="peak", **_PEAK_STYLE),
                 Patch(color=BACKWARD_SHADE, label="backward (shaded)")]
