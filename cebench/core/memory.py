@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+    from torch._C._autograd import _ProfilerResult
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def _quiet_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-def profiled(step: Callable[[], object], record_shapes: bool = False) -> object:
+def profiled(step: Callable[[], object], record_shapes: bool = False) -> _ProfilerResult:
     """The profiler's results (`_ProfilerResult`) of one `step()`: CPU ops and every
     allocator event, with the ops' input shapes when `record_shapes`."""
     from torch.profiler import ProfilerActivity, profile
@@ -75,6 +76,7 @@ def profiled(step: Callable[[], object], record_shapes: bool = False) -> object:
     finally:
         with _quiet_stderr():
             prof.stop()
+    assert prof.profiler is not None and prof.profiler.kineto_results is not None  # set by start() and stop()
     return prof.profiler.kineto_results
 
 
@@ -86,7 +88,7 @@ def allocation_events(step: Callable[[], object]) -> list[int]:
     events = [e for e in profiled(step).events()
               if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
     events.sort(key=lambda e: e.start_ns())  # stable: same-timestamp events keep their order
-    return [e.nbytes() for e in events]
+    return [e.nbytes() for e in events]  # type: ignore[attr-defined]  # missing from torch's _KinetoEvent stub
 
 
 def running_peak(sizes: Iterable[int]) -> int:

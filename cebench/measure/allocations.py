@@ -25,9 +25,16 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import torch
-from torch._C._profiler import _EventType
+from torch._C._profiler import (
+    _EventType,
+    _ExtraFields_Allocation,
+    _ExtraFields_TorchOp,
+    _ProfilerEvent,
+    _TensorMetadata,
+)
 
 from cebench.core.memory import profiled, round_up
 from cebench.measure.timeline import (
@@ -54,7 +61,7 @@ _NOT_OPS = ("autograd::", "torch::autograd::", "cebench::", "profiler::")
 _HELPERS = frozenset(f"aten::{n}" for n in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like",
                                             "new_zeros", "new_empty", "new_empty_strided", "_to_copy"))
 
-Event = object  # a `torch._C._profiler._ProfilerEvent`
+Event = _ProfilerEvent
 Use = tuple[tuple[int, ...], torch.dtype, str | None]  # an input: shape, dtype, the operator if in compiled code
 
 
@@ -66,20 +73,20 @@ def _walk(roots: list[Event], device: str, uses: dict[int, list[Use]]) -> Iterat
     """(allocator event on `device` or `MARK` event, its enclosing operator events outermost
     first), depth first; fills `uses` (allocation id → every operator input that lives in
     it) on the way."""
-    stack = [(e, ()) for e in reversed(roots)]
+    stack: list[tuple[Event, tuple[Event, ...]]] = [(e, ()) for e in reversed(roots)]
     while stack:
         event, above = stack.pop()
         if event.tag == _EventType.Allocation:
-            if event.extra_fields.device.type == device:
+            if cast(_ExtraFields_Allocation, event.extra_fields).device.type == device:
                 yield event, above
             continue
         if event.name == MARK:
             yield event, above
         if event.tag == _EventType.TorchOp:
             compiled = any(e.name.startswith(_COMPILED_CALL) for e in above)
-            for value in event.extra_fields.inputs:
+            for value in cast(_ExtraFields_TorchOp, event.extra_fields).inputs:
                 for t in value if isinstance(value, list) else (value,):
-                    if getattr(t, "allocation_id", None) is not None:
+                    if isinstance(t, _TensorMetadata) and t.allocation_id is not None:
                         uses[t.allocation_id].append((tuple(t.sizes), t.dtype, event.name if compiled else None))
             above = above + (event,)
         stack.extend((child, above) for child in reversed(event.children))
@@ -103,7 +110,8 @@ def _context(above: tuple[Event, ...], after_forward: bool) -> tuple[str, str | 
     call = above[calls[-1]]
     node = call.name.removeprefix(_EVALUATE)
     inside = [e for e in above[calls[-1] + 1:] if e.name != node]
-    phase = RECOMPUTE if any(e.extra_fields.sequence_number >= 0 for e in inside) else BACKWARD
+    phase = (RECOMPUTE if any(cast(_ExtraFields_TorchOp, e.extra_fields).sequence_number >= 0 for e in inside)
+             else BACKWARD)  # `above` holds operator events only
     return phase, op_name(node), id(call)
 
 
@@ -141,21 +149,25 @@ class ProfiledStep:
         """Run `run()` once under the profiler and return its timeline."""
         states: dict[int, tuple[tuple[int, ...], torch.dtype]] = {}  # address → shape and dtype
 
-        def state(tensor: torch.Tensor) -> None:
+        def remember(tensor: torch.Tensor) -> None:
             states[tensor.data_ptr()] = tuple(tensor.shape), tensor.dtype
 
-        with watch_rng_states(state):
+        with watch_rng_states(remember):
             roots = profiled(run, record_shapes=True).experimental_event_tree()
         uses: dict[int, list[Use]] = defaultdict(list)
         found = sorted(_walk(roots, self.device, uses), key=lambda item: item[0].start_time_ns)  # stable
+        blocks: dict[int, Block]
+        ptrs: dict[int, int]  # address → allocation id
         builder, blocks, ptrs = TimelineBuilder(), {}, {}
         forward = True
         for event, above in found:
             if event.name == MARK:
+                assert self._output_ptr is not None  # mark() set it in the MARK event
                 builder.mark_backward(ptrs.get(self._output_ptr))
                 forward = False
                 continue
-            fields = event.extra_fields
+            fields = cast(_ExtraFields_Allocation, event.extra_fields)  # every event but MARK is an allocator's
+            assert fields.allocation_id is not None  # the profiler gives every allocator event one
             phase, node, region = _context(above, not forward)
             if fields.alloc_size < 0:
                 builder.free(fields.allocation_id, -fields.alloc_size, region)
