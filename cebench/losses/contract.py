@@ -31,7 +31,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from cebench.core.axes import FEATURES
 from cebench.core.config import LOSS, SAMPLE, WORKLOADS
@@ -111,7 +111,7 @@ def adapt(obj: object, default_name: str, where: str) -> Adapted:
     that is not callable or cannot take the contract's arguments."""
     if not callable(obj):
         raise UsageError(f"{where}: {type(obj).__name__} object is not callable")
-    declared = getattr(obj, ATTRIBUTE, None) or Declaration()
+    declared: Declaration = getattr(obj, ATTRIBUTE, None) or Declaration()
     try:
         signature = inspect.signature(obj)
     except (TypeError, ValueError):
@@ -130,7 +130,7 @@ def adapt(obj: object, default_name: str, where: str) -> Adapted:
         except TypeError:
             return False
 
-    fn = obj
+    fn: Callable[..., object] = obj
     if not accepts(4):
         if not accepts(3):
             raise UsageError(f"{where}: takes {signature} but a {workload} variant is called as {contract}")
@@ -138,7 +138,8 @@ def adapt(obj: object, default_name: str, where: str) -> Adapted:
                                                                                         **semantics))
     chunked = declared.chunked if declared.chunked is not None else "ce_chunk" in params
     doc = inspect.getdoc(obj) or ""
-    summary = declared.summary or (doc.splitlines()[0] if doc else getattr(obj, "__qualname__", default_name))
+    summary = declared.summary or (doc.splitlines()[0] if doc
+                                   else cast(str, getattr(obj, "__qualname__", default_name)))
     named = declared.supports if declared.supports is not None else [n for n in FEATURE_NAMES if n in params]
     supports = frozenset(named) if workload == LOSS else frozenset()
     return Adapted(fn, declared.name or default_name, summary, chunked, workload, supports)

@@ -19,6 +19,7 @@ import importlib.util
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, cast
 
 from cebench.core import devices as devices_mod
 from cebench.core import interpreter
@@ -27,7 +28,10 @@ from cebench.core.config import LOSS, SAMPLE, Config
 from cebench.core.errors import UsageError
 from cebench.losses import contract, loader
 
-Fn = Callable[..., object]
+if TYPE_CHECKING:
+    import torch
+
+Fn = Callable[..., "torch.Tensor"]  # a loss or sample variant (`contract.LossFn`, `contract.SampleFn`)
 GROUP = "cebench.variants"
 COMPILED = "-compiled"
 BUILT_IN = "built-in"
@@ -168,7 +172,8 @@ def compiled(base: Variant) -> Variant:
 def from_callable(obj: object, name: str, origin: str, where: str) -> Variant:
     """A variant of a user's function (checked against `cebench.losses.contract`)."""
     a = contract.adapt(obj, name, where)
-    return Variant(a.name, a.workload, a.fn, chunked=a.chunked, compiled=False, summary=a.summary, origin=origin,
+    fn = cast(Fn, a.fn)  # returns a tensor, as the contract says (`contract.smoke_test` checks it)
+    return Variant(a.name, a.workload, fn, chunked=a.chunked, compiled=False, summary=a.summary, origin=origin,
                    supports=a.supports)
 
 
