@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 import torch
 
 from cebench.core import devices, interpreter
-from cebench.core.config import Config, Grads, torch_dtype
+from cebench.core.config import Checkpointing, Config, Grads, Optimizer, torch_dtype
 from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
@@ -30,6 +30,7 @@ from cebench.store.schema import PREDICTED
 
 if TYPE_CHECKING:
     from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.module_tracker import ModuleTracker
 
 Tracker = TypeVar("Tracker", bound=StorageTracker)
 
@@ -38,8 +39,13 @@ class OpaqueOp(Exception):
     """The step ran an op whose allocations a dispatch-mode tracker cannot see."""
 
 
-def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
-          counter: FlopCounterMode | None = None) -> tuple[Tracker, int, int | None]:
+@overload
+def trace(config: Config, tracker_type: type[Tracker],
+          counter: FlopCounterMode | None = None) -> tuple[Tracker, int, int | None]: ...
+@overload
+def trace(config: Config, *, counter: FlopCounterMode | None = None) -> tuple[StorageTracker, int, int | None]: ...
+def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
+          counter: FlopCounterMode | None = None) -> tuple[StorageTracker, int, int | None]:
     """One step of `config` on `meta` inputs under a new `tracker_type` (and `counter`, which
     counts that step alone): the tracker after it, the bytes of the storages the step
     starts with (inputs, kept gradients; a model's parameters and optimizer state) on the
@@ -49,6 +55,7 @@ def trace(config: Config, tracker_type: type[Tracker] = StorageTracker,
     CUDA), and so do the host tensors an optimizer keeps. `OpaqueOp` when the step ran a
     custom op."""
     target = devices.get(config.device)
+    before: Sequence[torch.Tensor]
     fn, make, before, training = _steady(config)
     on = _on(config)
     state = None if training is None else training.state_bytes(target.block_bytes, lambda t: t.device.type in on)
@@ -104,7 +111,7 @@ def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]
 
 
 @functools.lru_cache(maxsize=4)
-def _model(model: Model, dtype: str, kind: str, optimizer: str, checkpointing: str,
+def _model(model: Model, dtype: str, kind: str, optimizer: Optimizer, checkpointing: Checkpointing,
            ) -> tuple[training_mod.Built, torch.optim.Optimizer | None]:
     """`model` on `meta` for a device of `kind` with its optimizer's state
     (`training.make_model`), shared by the steps of every shape, loss, body and target of
@@ -158,7 +165,7 @@ def flop_counter() -> FlopCounterMode:
 
     counter = FlopCounterMode(display=False)
     if hasattr(counter, "mod_tracker"):
-        counter.mod_tracker = _Flat()
+        counter.mod_tracker = cast("ModuleTracker", _Flat())  # duck-typed: only entered and asked for parents
     return counter
 
 
