@@ -36,11 +36,11 @@ def make_step(fn: Callable[..., torch.Tensor], inputs: Inputs, config: Config) -
             with torch.no_grad():
                 fn(inputs.h, inputs.weight, config.temperature, config.ce_chunk)
 
-        def check() -> str:
+        def check_sample() -> str:
             sample()
             return ""
 
-        return Step(lambda: None, sample, check)
+        return Step(lambda: None, sample, check_sample)
 
     keep, retain = config.grads == Grads.KEEP, config.retain_graph == YesNo.YES  # steady-state semantics (see `Config`)
 

@@ -92,8 +92,9 @@ def _model_columns(result: Result, config: Config, settings: Settings) -> None:
         except Exception:  # the loss's row stands; its body columns stay empty
             _BODY[key] = None
         devices.get(config.device).free_cache()
-    if _BODY[key] is not None:
-        result.body_peak_bytes, result.body_time_ms = _BODY[key]
+    measured_body = _BODY[key]
+    if measured_body is not None:
+        result.body_peak_bytes, result.body_time_ms = measured_body
 
 
 def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None) -> Result:
