@@ -9,6 +9,8 @@ backward's fp32 accumulators) is not an op's output, so a prediction does not se
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -26,7 +28,7 @@ def kernel_for(kind: str, dtype: torch.dtype, heads: int, kv_heads: int, head_di
         q = torch.zeros(1, heads, 2, head_dim, dtype=dtype)
         kv = torch.zeros(1, kv_heads, 2, head_dim, dtype=dtype)
         choice = torch._fused_sdp_choice(q, kv, kv, is_causal=True, enable_gqa=kv_heads != heads)
-        return FLASH_CPU if choice == int(SDPBackend.FLASH_ATTENTION) else None
+        return FLASH_CPU if choice == SDPBackend.FLASH_ATTENTION.value else None
     aligned = head_dim % 8 == 0
     if dtype in (torch.float16, torch.bfloat16) and aligned and head_dim <= 256:
         return FLASH
@@ -45,5 +47,5 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | Non
     if kernel == EFFICIENT:
         return aten._scaled_dot_product_efficient_attention(q, k, v, None, q.requires_grad, 0.0, True,
                                                             scale=scale)[0]
-    gqa = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
+    gqa: dict[str, Any] = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, **gqa)

@@ -19,6 +19,8 @@ N(0, initializer_range²) (norms: 1, Gemma's 1 + weight: 0; biases: 0).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +47,7 @@ class Decoder(nn.Module):
     def __init__(self, spec: ModelSpec, *, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None, checkpointing: bool = False, attention: str | None = None) -> None:
         super().__init__()
-        factory = {"device": device, "dtype": dtype}
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.spec, self.checkpointing = spec, checkpointing
         self.embed = nn.Embedding(spec.vocab, spec.d_model, **factory)
         gpt2 = spec.family == Family.GPT2
@@ -86,7 +88,7 @@ class Decoder(nn.Module):
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 module.weight.normal_(0.0, self.spec.init_std)
-                if getattr(module, "bias", None) is not None:
+                if isinstance(module, nn.Linear) and module.bias is not None:  # an Embedding has none
                     module.bias.zero_()
         if self.lm_head is not None:
             self.lm_head.normal_(0.0, self.spec.init_std)
@@ -148,7 +150,9 @@ class MLP(nn.Module):
         self.gate = nn.Linear(spec.d_model, spec.d_ff, bias=spec.mlp_bias, **factory) if gated else None
         self.up = nn.Linear(spec.d_model, spec.d_ff, bias=spec.mlp_bias, **factory)
         self.down = nn.Linear(spec.d_ff, spec.d_model, bias=spec.mlp_bias, **factory)
-        self.activation = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": _gelu_tanh}[spec.activation]
+        activations: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"silu": F.silu, "gelu": F.gelu,
+                                                                          "gelu_tanh": _gelu_tanh}
+        self.activation = activations[spec.activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate is None:
@@ -185,6 +189,7 @@ def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
 
 def _rope(context: int, spec: ModelSpec, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     """cos and sin, (context, head_dim), of the rotation angles position × theta^(-2i/head_dim)."""
+    assert spec.rope_theta is not None  # every family but GPT-2 (learned positions) has one
     inv_freq = 1.0 / spec.rope_theta ** (torch.arange(0, spec.head_dim, 2, device=device, dtype=torch.float32)
                                          / spec.head_dim)
     angles = torch.outer(torch.arange(context, device=device, dtype=torch.float32), inv_freq)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from cebench.core.errors import UsageError
 
@@ -181,6 +181,10 @@ class _Fields:
         return self._get(key, default, "a positive integer",
                          lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0)
 
+    @overload
+    def number(self, key: str, default: float) -> float: ...
+    @overload
+    def number(self, key: str, default: None) -> float | None: ...
     def number(self, key: str, default: float | None) -> float | None:
         value = self._get(key, default, "a positive number",
                           lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
