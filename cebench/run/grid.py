@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from cebench.core import devices
 from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Checkpointing, Role, split
@@ -158,7 +159,7 @@ def option_text(value: object) -> str | None:
 GRID_PARAMS: tuple[str, ...] = tuple(a.name for a in AXES) + ("variant", "workload", "temperature")
 
 
-def grid_params(params: Mapping[str, object]) -> dict[str, object]:
+def grid_params(params: Mapping[str, object]) -> dict[str, Any]:
     """The grid's keyword arguments (`GRID_PARAMS`) among `params`, a command's parsed
     parameters: what `GridOptions` and the API's functions take."""
     return {k: params[k] for k in GRID_PARAMS if k in params}
@@ -192,7 +193,7 @@ class GridOptions:
         resolves again to stand where this one stands (`cebench.run.isolate.Child`)."""
         return tuple(split(self.variant, "variant")) if self.variant else ()
 
-    def given(self, **changes: object) -> GridOptions:
+    def given(self, **changes: Any) -> GridOptions:
         """These options with some replaced (axes, variant, workload, temperature)."""
         return GridOptions(**{**self.axes, "variant": self.variant, "workload": self.workload,
                               "temperature": self.temperature, **changes})
