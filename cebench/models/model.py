@@ -96,7 +96,7 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
     """`resolve_model(text)`, cached by the file it names (`where`, '' for none) and that
     file's modification time (`stamp`)."""
     if text in PRESETS:
-        config = json.loads(files("cebench.models").joinpath("presets", f"{text}.json").read_text(encoding="utf-8"))
+        config = json.loads((files("cebench.models") / "presets" / f"{text}.json").read_text(encoding="utf-8"))
         return _decoder_model(text, PRESETS[text].source, parse(config, text))
     if text.endswith(".json") or Path(text).is_file():
         return _decoder_model(text, f"config file {text}", parse(read_config(text), text))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -76,13 +77,14 @@ def optimizer_state(optimizer: torch.optim.Optimizer | None) -> list[torch.Tenso
 def body_config(config: Config) -> Config:
     """The point of `config`'s body step: the stand-in loss (variant `BODY`, no ce_chunk),
     every loss semantics off but the padding (the targets are the same)."""
-    off = {a.name: a.off for a in SEMANTICS if a.name != "ignore_frac"}
+    off: dict[str, Any] = {a.name: a.off for a in SEMANTICS if a.name != "ignore_frac"}  # Config keywords
     return replace(config, variant=BODY, ce_chunk=None, **off)
 
 
 def loss_alone(config: Config) -> Config:
     """`config` without its model: the loss alone at the model's vocab and d_model."""
-    return replace(config, **{name: BY_NAME[name].off for name in MODEL_AXES})
+    off: dict[str, Any] = {name: BY_NAME[name].off for name in MODEL_AXES}  # Config keywords
+    return replace(config, **off)
 
 
 def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None) -> torch.Tensor:
