@@ -262,9 +262,9 @@ def parse(path: Path, text: str, warn: bool = True, required: tuple[str, ...] = 
     reader = csv.reader(io.StringIO(text))
     records: list[tuple[int, list[str]]] = []
     try:
-        for cells in reader:
-            if any(c.strip() for c in cells):
-                records.append((reader.line_num, cells))
+        for record in reader:
+            if any(c.strip() for c in record):
+                records.append((reader.line_num, record))
     except csv.Error as exc:
         raise UsageError(f"{path}: not a readable CSV (line {reader.line_num}: {exc})") from None
     header = tuple(records[0][1]) if records else ()

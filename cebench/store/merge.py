@@ -33,6 +33,7 @@ class Merged:
     def missing_shards(self) -> tuple[int, list[tuple[str, Shard]]]:
         """How many shards none of the rows come from, of each grid and shard count the rows
         name, and the first `SHOWN` of them (grid, shard); a count may be huge."""
+        first: list[tuple[str, Shard]]
         total, first = 0, []
         for grid, n in sorted({(g, s.count) for g, s in self.shards}):
             present = {s.index for g, s in self.shards if (g, s.count) == (grid, n)}
@@ -69,7 +70,7 @@ def merge(paths: list[Path]) -> Merged:
             validated(data)  # every value checked, as show, plot and check will read them
         merged.read[path] = len(data.rows)
         last: dict[tuple[str, ...], int] = {}
-        keyed = []
+        keyed: list[tuple[int, dict[str, str], tuple[str, ...]]] = []  # line, row, key
         for number, row in zip(data.lines, data.rows, strict=True):
             version = row.get("schema_version", "1").strip() or "1"
             if version.isdigit() and int(version) > SCHEMA_VERSION:
