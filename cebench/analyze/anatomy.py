@@ -20,7 +20,7 @@ backward is done. Each tensor alive at the peak belongs to one part by when it w
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -54,8 +54,9 @@ class Anatomy:
 class _Marking(OpTracker):
     """An `OpTracker` that notes the event count at the step's moments (`marks`)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, ignore: Iterable[torch.Tensor] = (), granularity: int | Callable[[int], int] = 1,
+                 device_types: frozenset[str] | None = None) -> None:
+        super().__init__(ignore, granularity, device_types)
         self.marks: dict[str, int] = {}
 
     def _mark(self, moment: str) -> None:
