@@ -18,6 +18,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import pandas as pd
 
@@ -32,7 +33,7 @@ MEMORY = "peak_delta_bytes"
 TIME = "time_ms_median"
 STATUS = "status"
 
-Key = dict[str, str | int | None]  # a point's configuration: KEY_COLUMNS → value
+Key = dict[str, str | int | float | None]  # a point's configuration: KEY_COLUMNS → value
 
 
 def parse_tolerance(text: str, param: str) -> Fraction:
@@ -112,7 +113,7 @@ def _config(row: pd.Series) -> Key:
     return {c: plain(row[c]) for c in KEY_COLUMNS}
 
 
-def _number(value: object) -> int | float:
+def _number(value: Any) -> int | float:
     return int(value) if float(value).is_integer() else float(value)
 
 

@@ -3,6 +3,8 @@ lower bound and the matmul floor, a model's loss share, and whether its time is 
 Values only (floats, None where undefined); `cebench.render.report` formats them."""
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from cebench.losses import variants
@@ -11,7 +13,8 @@ from cebench.store.schema import SHAPE_COLUMNS, Status
 NOISY = 0.10  # a point whose p25–p75 spread exceeds this fraction of its median is marked
 
 
-def _value(x: object) -> float | None:
+def cell_value(x: Any) -> float | None:
+    """A numeric cell of a results frame as a float; None when empty."""
     return None if pd.isna(x) else float(x)
 
 
@@ -29,8 +32,10 @@ def loss_share(step: float | None, body: float | None) -> float | None:
 
 def noisy(row: pd.Series) -> bool:
     """Whether the row's p25–p75 spread is more than `NOISY` of its median."""
-    median, p25, p75 = (_value(row[c]) for c in ("time_ms_median", "time_ms_p25", "time_ms_p75"))
-    return None not in (median, p25, p75) and median > 0 and (p75 - p25) > NOISY * median
+    median, p25, p75 = (cell_value(row[c]) for c in ("time_ms_median", "time_ms_p25", "time_ms_p75"))
+    if median is None or p25 is None or p75 is None:
+        return False
+    return median > 0 and (p75 - p25) > NOISY * median
 
 
 def view(frame: pd.DataFrame) -> pd.DataFrame:
@@ -45,13 +50,13 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
     for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
         name = variants.baseline(group["workload"].iloc[0])
         base = group[(group["variant"] == name) & (group["status"] == Status.OK)]
-        base_mem = _value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
-        base_time = _value(base["time_ms_median"].iloc[-1]) if len(base) else None
-        base_step = _value(base["step_peak_bytes"].iloc[-1]) if len(base) else None
+        base_mem = cell_value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
+        base_time = cell_value(base["time_ms_median"].iloc[-1]) if len(base) else None
+        base_step = cell_value(base["step_peak_bytes"].iloc[-1]) if len(base) else None
         for _, row in group.iterrows():
-            mem, time_ms = _value(row["peak_delta_bytes"]), _value(row["time_ms_median"])
-            step, body = _value(row["step_peak_bytes"]), _value(row["body_peak_bytes"])
-            body_ms = _value(row["body_time_ms"])
+            mem, time_ms = cell_value(row["peak_delta_bytes"]), cell_value(row["time_ms_median"])
+            step, body = cell_value(row["step_peak_bytes"]), cell_value(row["body_peak_bytes"])
+            body_ms = cell_value(row["body_time_ms"])
             note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
             compared = not note.startswith(variants.INTERPRETED)
             rows.append({
@@ -59,7 +64,7 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
                 "mem_vs_base": _over(mem, base_mem) if compared else None,
                 "lower_bound_bytes": row["lower_bound_bytes"],
-                "mem_vs_lower_bound": _over(mem, _value(row["lower_bound_bytes"])) if step is None else None,
+                "mem_vs_lower_bound": _over(mem, cell_value(row["lower_bound_bytes"])) if step is None else None,
                 "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
                 "step_vs_base": _over(step, base_step) if compared else None,
                 "loss_share": loss_share(step, body) if compared else None,
@@ -67,7 +72,7 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
                 "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "matmul_floor_ms": row["matmul_floor_ms"],
-                "time_vs_floor": _over(time_ms, _value(row["matmul_floor_ms"])) if compared else None,
+                "time_vs_floor": _over(time_ms, cell_value(row["matmul_floor_ms"])) if compared else None,
                 "noisy": noisy(row), "flops": row["flops"], "tflops_per_s": row["tflops_per_s"],
                 "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
                 "status": row["status"], "error": row["error"], "note": note,

@@ -112,7 +112,8 @@ class Explanation:
         """The allocation that reached the peak."""
         if self.peak_event is None:
             return None
-        return self.timeline.blocks[self.timeline.events[self.peak_event][0]]
+        block = self.timeline.events[self.peak_event][0]  # an allocation: a free never raises the peak
+        return None if block is None else self.timeline.blocks[block]
 
     def live_by_kind(self) -> dict[str, list[int]]:
         """Bytes live after each event, per kind (a free of memory from before the step

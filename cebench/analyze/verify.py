@@ -18,6 +18,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -35,7 +36,7 @@ SEED = 0
 UPSTREAM = 0.75  # the upstream gradient of a scalar loss: not 1, so a backward that ignores it is caught
 LOGIT_STD = 1.0  # h is scaled so that the logits' standard deviation is about this (softcaps of ~2 bite)
 # What each semantics is checked at when not given (`Axis.verify`): non-trivial at the logits' scale.
-DEFAULT_SETTINGS: dict[str, str] = {a.name: a.verify for a in SEMANTICS}
+DEFAULT_SETTINGS: dict[str, str] = {a.name: a.verify for a in SEMANTICS if a.verify is not None}
 QUANTITIES = ("loss", "grad h", "grad weight")
 
 
@@ -73,7 +74,8 @@ class Setting:
     values: tuple[tuple[str, object], ...] = ()
 
     @property
-    def semantics(self) -> dict[str, object]:
+    def semantics(self) -> dict[str, Any]:
+        """Axis name → value (of the axis's own type), as `Config` and the losses take them."""
         return dict(self.values)
 
     @property
@@ -276,6 +278,7 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
             return (f"loss = reference × {share:.3g}, the share of real targets: it divides by every row, not "
                     "by the targets kept")
     scalar = torch.tensor(UPSTREAM, dtype=torch.float64, device=h.device)
+    assert x.upstream is not None  # `_inputs` gives every case one
     for name in features:
         without = {k: v for k, v in features.items() if k != name}
         plain = _run(reference, h, w, x.targets, case.ce_chunk, without,

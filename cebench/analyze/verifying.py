@@ -28,7 +28,7 @@ class Verified:
 
     @property
     def passed(self) -> bool:
-        return all(c.passed is not False for c in [*self.losses, *self.samplers])
+        return all(c.passed is not False for c in self.losses) and all(c.passed is not False for c in self.samplers)
 
 
 def verify(*, variant: str | None = None, device: str = "auto", dtype: str | None = None, temperature: float = 0.9,

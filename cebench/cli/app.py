@@ -11,6 +11,8 @@ import functools
 import os
 import sys
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -19,6 +21,9 @@ from typer.core import TyperCommand, TyperGroup
 
 from cebench.core.config import LOSS
 from cebench.core.errors import InputWarning, UsageError
+
+if TYPE_CHECKING:
+    from cebench.render.table import Table
 
 # Placeholders in option help texts, filled in when help is shown (so variants that
 # entry points or a user register appear too).
@@ -33,9 +38,10 @@ def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> No
     for param in command.get_params(ctx):
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
-        if param.help:
-            param.help = param.help.replace(VARIANTS, ", ".join(variants.names())).replace(
-                LOSS_VARIANTS, ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiled))
+        text = getattr(param, "help", None)  # an option's (an argument has none)
+        if text:
+            loss = ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiled)
+            param.help = text.replace(VARIANTS, ", ".join(variants.names())).replace(LOSS_VARIANTS, loss)  # type: ignore[attr-defined]
 
 
 WORD = 160  # characters: a longer word (an argument echoed) is shortened in the middle in error lines
@@ -63,12 +69,13 @@ def error(text: str) -> None:
     err.print(Text.assemble(("cebench: error: ", "bold red"), one_line(text)), highlight=False, soft_wrap=True)
 
 
-def _show_warning(msg: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
     """An `InputWarning` as one line on stderr; any other warning as Python shows it."""
     if issubclass(category, InputWarning):
-        err.print(f"warning: {one_line(str(msg))}", style="yellow", highlight=False, soft_wrap=True)
+        err.print(f"warning: {one_line(str(message))}", style="yellow", highlight=False, soft_wrap=True)
     else:
-        _python_showwarning(msg, category, *args, **kwargs)  # type: ignore[arg-type]
+        _python_showwarning(message, category, filename, lineno, file, line)
 
 
 _python_showwarning = warnings.showwarning
@@ -108,25 +115,27 @@ class _Group(TyperGroup):
     the wrong type); stdout that cannot be written (a full device) is one too. An
     `InputWarning` is one line on stderr, 'warning: …', as it is raised."""
 
-    def format_help(self, ctx: typer.Context, formatter: object) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # click's Context and HelpFormatter
         _complete_help(self, ctx)
         return super().format_help(ctx, formatter)
 
-    def invoke(self, ctx: typer.Context) -> object:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except UsageError as exc:
             error(message(exc))
             raise typer.Exit(2) from None
 
-    def main(self, *args: object, standalone_mode: bool = True, **kwargs: object) -> object:
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **kwargs: Any) -> Any:
+        kwargs["windows_expand_args"] = windows_expand_args
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
         with warnings.catch_warnings():  # restores showwarning and the filters
             warnings.simplefilter("always", InputWarning)
             warnings.showwarning = _show_warning
             try:
-                code = super().main(*args, standalone_mode=False, **kwargs)
+                code = super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
                 sys.stdout.flush()
             except _NO_ARGS as exc:  # the help is printed already
                 code = exc.exit_code
@@ -149,7 +158,7 @@ class _Group(TyperGroup):
 class _Command(TyperCommand):
     """A command whose help is completed when it is shown (see `_complete_help`)."""
 
-    def format_help(self, ctx: typer.Context, formatter: object) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # click's Context and HelpFormatter
         _complete_help(self, ctx)
         return super().format_help(ctx, formatter)
 
@@ -184,7 +193,7 @@ def check_columns(columns: str | None, keys: list[str]) -> None:
         raise UsageError(f"--columns: unknown column(s) {', '.join(unknown)} (choose from {', '.join(keys)})")
 
 
-def print_table(table: object, wide: bool = False, columns: str | None = None, checked: bool = False) -> None:
+def print_table(table: Table, wide: bool = False, columns: str | None = None, checked: bool = False) -> None:
     """Print a `cebench.render.table.Table` whole at the terminal's width: columns that do not fit
     are left out and named below (`wide`: every column; `columns`: exactly these keys; `checked`:
     they were checked already (`check_columns`), and one this table lacks is left out)."""
@@ -193,7 +202,7 @@ def print_table(table: object, wide: bool = False, columns: str | None = None, c
 
     keep = split(columns, "columns") if columns is not None else None
     if keep is not None and checked:
-        keep = [k for k in keep if k in table.keys()]  # type: ignore[attr-defined]
+        keep = [k for k in keep if k in table.keys()]
     try:
         rendered = render(table, None if wide else out.width, keep)
     except ValueError as exc:

@@ -43,7 +43,7 @@ def check_out(path: Path) -> None:
 
 
 def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path: Path | None, as_json: bool,
-                    wide: bool, columns: list[str] | None) -> None:
+                    wide: bool, columns: str | None) -> None:
     """`explain --model`'s output: the parts table and the bar figure, or the JSON document."""
     from dataclasses import asdict
 

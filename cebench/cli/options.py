@@ -63,7 +63,7 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
             return fn(*args, **kwargs)
 
         del command.__wrapped__
-        command.__signature__ = signature.replace(parameters=params)
+        command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
         return command  # type: ignore[return-value]
 

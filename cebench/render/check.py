@@ -1,8 +1,9 @@
 """`cebench check`'s table and verdict line, from a `CheckReport`."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -37,11 +38,11 @@ def check_table(report: CheckReport) -> Table:
             shape = shape_label(item.config)
             table.add_group(shape)
         c = item.config
-        cells = [verdict, c["variant"], "" if c["ce_chunk"] is None else f"{c['ce_chunk']:,}"]
+        cells: list[Text | str] = [verdict, str(c["variant"]), "" if c["ce_chunk"] is None else f"{c['ce_chunk']:,}"]
         if isinstance(item, Finding):
-            fmt = {MEMORY: format_bytes, TIME: format_ms}.get(item.metric, str)
+            fmt: Callable[[Any], str] = {MEMORY: format_bytes, TIME: format_ms}.get(item.metric, str)
             change = "" if item.change is None else f"{item.change:+.1%}"
-            detail = f"{item.current - item.baseline:+,} B" if item.metric == MEMORY else ""
+            detail = f"{int(item.current) - int(item.baseline):+,} B" if item.metric == MEMORY else ""
             cells += [{MEMORY: "peak Δ", TIME: "time"}.get(item.metric, item.metric), fmt(item.baseline),
                       fmt(item.current), change, "" if item.p_value is None else f"{item.p_value:.2g}", detail]
         else:

@@ -44,6 +44,7 @@ def breakdown_table(e: Explanation) -> Table:
     if peak is None:
         table.notes.append("the step allocated nothing that outlived an earlier free: peak Δ 0 B")
     else:
+        assert e.peak_event is not None  # the event of `peak`
         where = f"{peak.phase}{f', {peak.node}' if peak.node else ''}: {peak.op}"
         table.notes.append(f"peak Δ {format_bytes(e.peak_delta_bytes)} = {e.peak_delta_bytes:,} B at event "
                            f"{e.peak_event + 1} of {len(e.timeline.events)} ({where})")

@@ -21,6 +21,7 @@ def fit_table(fitted: Fitted) -> Table:
     bytes, its share of the budget, the batch against the baseline's), with the loss alone's
     answer where there is one and the measured peak with `measure`; the most tokens highlighted."""
     fits, budget, measured, alone = fitted.fits, fitted.budget, fitted.measured, fitted.alone
+    assert budget is not None  # `fit` always answers for a budget
     best = max(range(len(fits)), key=lambda i: (fits[i].tokens, -(fits[i].peak_bytes or 0)))
     base = variants.baseline(LOSS)
     base_batch = next((f.batch for f in fits if f.config.variant == base), None)

@@ -35,6 +35,7 @@ def models_table(found: Sequence[Model]) -> Table:
                   title="cebench models · presets (a model is also a config.json path, or file.py:build)")
     for m in found:
         s = m.spec
+        assert s is not None  # a preset is a config.json: it has a spec
         table.add_row(m.name, s.model_type, str(s.n_layers), f"{s.d_model:,}", f"{s.n_heads}/{s.n_kv_heads}",
                       f"{s.d_ff:,}", f"{s.vocab:,}", "yes" if s.tied else "no", f"{m.n_params:,}")
     return table

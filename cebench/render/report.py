@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 from rich.text import Text
 
-from cebench.analyze.compare import NOISY, view
+from cebench.analyze.compare import NOISY, cell_value, view
 from cebench.core.axes import heading
 from cebench.core.units import format_bytes, format_ms, format_ms_range, format_sig3
 from cebench.losses import variants
@@ -34,10 +34,6 @@ _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("t
 def column_keys(timed: bool = True) -> list[str]:
     """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns."""
     return [key for key, _, _ in _MEMORY + _MODEL + (_TIME if timed else [])] + ["status"]
-
-
-def _value(x: object) -> float | None:
-    return None if pd.isna(x) else float(x)
 
 
 def _ratio(r: float | None) -> Text:
@@ -80,23 +76,23 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             status.append(f" [{reasons.index(said) + 1}]", style="dim")
         cells: dict[str, Text | str] = {
             "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
-            "peak_delta_bytes": format_bytes(_value(row["peak_delta_bytes"])),
+            "peak_delta_bytes": format_bytes(cell_value(row["peak_delta_bytes"])),
             "mem_vs_base": _ratio(row["mem_vs_base"]),
-            "mem_vs_lower_bound": format_sig3(_value(row["mem_vs_lower_bound"]), "×"),
-            "peak_bytes": format_bytes(_value(row["peak_bytes"])), "status": status,
-            "step_peak_bytes": format_bytes(_value(row["step_peak_bytes"])),
+            "mem_vs_lower_bound": format_sig3(cell_value(row["mem_vs_lower_bound"]), "×"),
+            "peak_bytes": format_bytes(cell_value(row["peak_bytes"])), "status": status,
+            "step_peak_bytes": format_bytes(cell_value(row["step_peak_bytes"])),
             "step_vs_base": _ratio(row["step_vs_base"]),
             "loss_share": "–" if pd.isna(row["loss_share"]) else f"{row['loss_share']:.0%}",
             "loss_time_share": "–" if pd.isna(row["loss_time_share"]) else f"{row['loss_time_share']:.0%}"}
         if timed:
-            median, tps, compile_s = (_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
+            median, tps, compile_s = (cell_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
             cells["time_ms_median"] = Text(format_ms(median)) + Text(NOISE_MARK if row["noisy"] else " ",
                                                                      style="bold yellow")
-            cells["time_ms_p25_p75"] = Text(format_ms_range(_value(row["time_ms_p25"]), _value(row["time_ms_p75"]),
-                                                            median), style="dim")
+            p25, p75 = cell_value(row["time_ms_p25"]), cell_value(row["time_ms_p75"])
+            cells["time_ms_p25_p75"] = Text(format_ms_range(p25, p75, median), style="dim")
             cells["time_vs_base"] = _ratio(row["time_vs_base"])
-            cells["time_vs_floor"] = format_sig3(_value(row["time_vs_floor"]), "×")
-            cells["tflops_per_s"] = format_sig3(_value(row["tflops_per_s"]))
+            cells["time_vs_floor"] = format_sig3(cell_value(row["time_vs_floor"]), "×")
+            cells["tflops_per_s"] = format_sig3(cell_value(row["tflops_per_s"]))
             cells["tokens_per_s"] = "–" if tps is None else f"{tps:,.0f}"
             cells["compile_s"] = "–" if compile_s is None else f"{compile_s:.1f} s"
         table.add_row(*(cells[c.key] for c in table.columns))
