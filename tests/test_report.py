@@ -138,7 +138,7 @@ def test_rows_are_set_against_the_lower_bound_and_the_matmul_floor(every_variant
     for r in ok:
         assert r["mem_vs_lower_bound"] == pytest.approx(r["peak_delta_bytes"] / r["lower_bound_bytes"])
         assert r["time_vs_floor"] == pytest.approx(r["time_ms_median"] / r["matmul_floor_ms"])
-        assert (r["flops"] is None) == (r["tflops_per_s"] is None) == r["variant"].startswith("torch-lce")
+        assert r["flops"] is not None and r["tflops_per_s"] is not None  # torch-lce's op too: its kernel is Python
     failed = [r for r in records if r["status"] == "oom"]
     assert failed and all(r["time_vs_floor"] is None and r["mem_vs_lower_bound"] is None for r in failed)
     rendered = render(results_table(load(every_variant)), None)

@@ -23,6 +23,7 @@ from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
+from cebench.measure.device_view import seen_as
 from cebench.measure.tracker import StorageTracker, watch_rng_states
 from cebench.models import training as training_mod
 from cebench.models.model import Model, resolve_model
@@ -64,7 +65,8 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     step = make(tracker.wrap(fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
-    with tracker, rng, counter if counter is not None else contextlib.nullcontext():
+    # The tracker above the counter: the ops of a custom op's Python kernel, which the tracker runs, are counted too.
+    with counter if counter is not None else contextlib.nullcontext(), rng, seen_as(target.kind), tracker:
         step.run()
     if tracker.opaque:
         raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
@@ -159,11 +161,17 @@ def flop_counter() -> FlopCounterMode:
     which attributes FLOPs to modules, hooks every module's outputs and so keeps tensors
     alive through checkpointed blocks: a traced step would hold more than the real one.
     Its module imports triton, so Triton's interpreter is chosen first (on a machine
-    without a GPU: `cebench.core.interpreter`)."""
+    without a GPU: `cebench.core.interpreter`). torch's formulas do not cover the in-place
+    `addmm_` and `baddbmm_` (F.linear_cross_entropy's chunks accumulate a gradient with
+    `addmm_`): they are counted as their out-of-place twins."""
     interpreter.enable()
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-    counter = FlopCounterMode(display=False)
+    aten = torch.ops.aten
+    # custom_mapping wraps a formula as the registry's are: give it theirs unwrapped
+    in_place = {aten.addmm_: flop_registry[aten.addmm].__wrapped__,
+                aten.baddbmm_: flop_registry[aten.baddbmm].__wrapped__}
+    counter = FlopCounterMode(display=False, custom_mapping=in_place)
     if hasattr(counter, "mod_tracker"):
         counter.mod_tracker = cast("ModuleTracker", _Flat())  # duck-typed: only entered and asked for parents
     return counter

@@ -10,9 +10,11 @@ counted, nor any view of them.
 It works on `meta`, CPU and CUDA tensors alike. On `meta` nothing is allocated or
 computed, so a step of any size is tracked in milliseconds. It cannot see allocations that
 bypass the dispatcher (a kernel's internal workspace, `torch.get_rng_state()`), nor inside
-`torch.compile`d code, where Dynamo skips frames while a dispatch mode is active, nor inside
-a custom op (`torch.library.custom_op`, e.g. `F.linear_cross_entropy`'s chunked op), whose
-fake kernel allocates only its outputs: those ops are listed in `opaque`.
+`torch.compile`d code, where Dynamo skips frames while a dispatch mode is active. A custom
+op (`torch.library.custom_op`) whose kernel is Python, as `F.linear_cross_entropy`'s chunked
+ops are, is run by that Python under the tracker, so that its internal buffers are seen
+(`transparent`); one whose kernel is not (its fake kernel would allocate only its outputs)
+is listed in `opaque`.
 
 `OpTracker` also records which op made each storage, its shape and dtype, and the phase
 of the step (`cebench.measure.timeline`), for `cebench explain`.
@@ -66,6 +68,7 @@ class StorageTracker(TorchDispatchMode):
         self._sizes: dict[int, int] = {}
         self._ignored = {t.untyped_storage()._cdata for t in ignore}
         self.opaque: set[str] = set()  # custom ops seen: their internal buffers are invisible here
+        self.transparent: set[str] = set()  # custom ops run by their Python kernel: their buffers are seen
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -102,15 +105,38 @@ class StorageTracker(TorchDispatchMode):
         self._changed(key, tensor)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kernel = None
         if func.namespace not in ("aten", "prims", "profiler"):  # profiler: record_function marks (optimizers)
-            self.opaque.add(str(func))
+            kernel = python_kernel(func, _device_type(args))
+            (self.opaque if kernel is None else self.transparent).add(str(func))
         elif func._schema.name.removeprefix("aten::") in BLAS_OPS:
             self.blas.add(FORWARD if torch._C._current_autograd_node() is None else BACKWARD)
-        out = func(*args, **(kwargs or {}))
+        if kernel is not None:
+            with self:  # the kernel's own ops come through here (and through any mode below: a FLOP counter)
+                out = kernel(*args, **(kwargs or {}))
+        else:
+            out = func(*args, **(kwargs or {}))
         for value in tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
                 self.track(value)
         return out
+
+
+def python_kernel(func: torch._ops.OpOverload, device_type: str | None) -> Callable[..., object] | None:
+    """The Python kernel of a `torch.library.custom_op` for tensors on `device_type` (its
+    kernel registered for that device, else its default one), or None when `func` is no such
+    op (a C++ op, or one defined with `torch.library.Library`)."""
+    from torch._library.custom_ops import OPDEFS
+
+    opdef = OPDEFS.get(func._schema.name)
+    if opdef is None:
+        return None
+    return opdef._backend_fns.get(device_type) or opdef._init_fn
+
+
+def _device_type(args: tuple) -> str | None:
+    """The device type of the first tensor among `args`."""
+    return next((a.device.type for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)), None)
 
 
 class OpTracker(StorageTracker):

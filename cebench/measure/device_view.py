@@ -1,0 +1,89 @@
+"""The target device as a peer's Python sees it while its step runs on `meta` tensors.
+
+Peers branch on where their tensors are: torch's `F.linear_cross_entropy` chooses its
+buffers by `input.device.type == "cuda"`. On `meta` they would take their host branch and
+allocate what a GPU never does. Inside `seen_as(kind)`, the code of the modules in `PEERS`
+reads a meta tensor's `device` as the target's (`cuda:0`), and a tensor asked for on a
+device of that kind (by a factory such as `torch.empty`, `Tensor.new_zeros` or `.to`) is
+made on `meta`; torch's own kernels, and every other module, still see `meta`. Both are
+patched on the `torch` module and `torch.Tensor` for the duration, so that they hold in the
+autograd engine's calls of a peer's backward too.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+# The modules whose code sees the target: the peers' own Python (module name prefixes).
+PEERS: tuple[str, ...] = ("torch.nn.modules.linear_cross_entropy", "liger_kernel", "cut_cross_entropy")
+# What makes a tensor on a device named by a `device=` keyword (or, for `to`, an argument).
+FACTORIES: tuple[str, ...] = ("empty", "zeros", "ones", "full", "empty_strided", "arange", "tensor", "as_tensor",
+                              "rand", "randn", "randint", "empty_like", "zeros_like", "ones_like", "full_like")
+METHODS: tuple[str, ...] = ("to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor")
+_REAL_DEVICE = torch._C.TensorBase.device  # the C getter: a tensor's true device
+
+
+def _from_peer(depth: int = 2) -> bool:
+    """Whether the code `depth` frames up is a peer's."""
+    name = sys._getframe(depth).f_globals.get("__name__", "")
+    return bool(name.startswith(PEERS))
+
+
+def _on_meta(kind: str, fn: Callable[..., Any], positional: bool) -> Callable[..., Any]:
+    """`fn` with a `device=` of `kind` (and, `positional`, a device argument) made `meta`."""
+    def meta(value: object) -> object:
+        if isinstance(value, torch.device) and value.type == kind:
+            return torch.device("meta")
+        if isinstance(value, str) and value.split(":")[0] == kind:
+            return torch.device("meta")
+        return value
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if "device" in kwargs:
+            kwargs["device"] = meta(kwargs["device"])
+        if positional:
+            args = tuple(meta(a) for a in args)
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+@contextlib.contextmanager
+def seen_as(kind: str) -> Iterator[None]:
+    """Within: a meta tensor's `device` is `kind`'s first device to the peers' code (`PEERS`),
+    and a tensor made on a `kind` device is made on `meta`. `kind` 'cpu' changes nothing (a
+    meta tensor takes a peer's host branch already)."""
+    if kind == "cpu":
+        yield
+        return
+    seen = torch.device(kind, 0)
+
+    def device(self: torch.Tensor) -> torch.device:
+        real = _REAL_DEVICE.__get__(self)
+        return seen if real.type == "meta" and _from_peer() else real
+
+    saved = {name: getattr(torch, name) for name in FACTORIES}
+    methods = {name: getattr(torch.Tensor, name) for name in METHODS}
+    own = {name for name in METHODS if name in vars(torch.Tensor)}  # the others are TensorBase's
+    try:
+        torch.Tensor.device = property(device)  # type: ignore[assignment,method-assign]
+        for name, fn in saved.items():
+            setattr(torch, name, _on_meta(kind, fn, positional=False))
+        for name, fn in methods.items():
+            setattr(torch.Tensor, name, _on_meta(kind, fn, positional=name == "to"))
+        yield
+    finally:
+        del torch.Tensor.device  # the C getter of TensorBase again
+        for name, fn in saved.items():
+            setattr(torch, name, fn)
+        for name, fn in methods.items():
+            if name in own:
+                setattr(torch.Tensor, name, fn)
+            else:
+                delattr(torch.Tensor, name)
