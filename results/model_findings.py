@@ -63,8 +63,9 @@ def cpu_block() -> str:
             continue
         share = loss_share(r.step_peak_bytes, r.body_peak_bytes)
         time_share = loss_share(r.time_ms_median, r.body_time_ms)
-        lines.append(f"| {r.variant} | {chunk(r)} | {format_bytes(r.step_peak_bytes)} | {share:.0%} | "
-                     f"{format_ms(r.time_ms_median)} | {time_share:.0%} |")
+        shares = ["noise" if s is None else f"{s:.0%}" for s in (share, time_share)]  # outside [0, 100 %]: noise
+        lines.append(f"| {r.variant} | {chunk(r)} | {format_bytes(r.step_peak_bytes)} | {shares[0]} | "
+                     f"{format_ms(r.time_ms_median)} | {shares[1]} |")
     r = next(r for r in rows if r.status == "ok")
     return "\n".join(lines) + (f"\n\n{SMALL} ({r.n_params / 1e6:.1f} M parameters, vocab {r.vocab:,}, d_model "
                                f"{r.d_model}), batch {r.batch} × context {r.context}, fp32, AdamW, {r.device_name}, "

@@ -45,7 +45,7 @@ def test_format_sig3_more(x, text):
 
 
 @pytest.mark.parametrize("text,n", [
-    ("80gib", 80 * 2**30), ("1 GiB ", 2**30), ("  7  ", 7), (" 4 b", 4),  # any case, spaces around
+    ("80gib", 80 * 2**30), ("1 GiB ", 2**30), ("  7 B ", 7), (" 4 b", 4),  # any case, spaces around
     ("1 kb", 1000), ("2K", 2000), ("3t", 3 * 10**12), ("1.5 GB", 1_500_000_000),  # decimal units
     ("1e3KiB", 1024 * 1000), (".5MiB", 2**19),  # an exponent, no leading digit
 ])

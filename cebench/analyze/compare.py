@@ -23,11 +23,24 @@ def _over(x: float | None, y: float | None) -> float | None:
     return x / y if x is not None and y else None
 
 
+def _share(step: float | None, body: float | None) -> float | None:
+    return _over(step - body, step) if step is not None and body is not None else None
+
+
 def loss_share(step: float | None, body: float | None) -> float | None:
     """(step − body) / step: the loss's share of a model's training step, from its peak
     bytes (or time in ms) beside the same step's with a stand-in loss (`body`); None when
-    either is missing or `step` is 0."""
-    return _over(step - body, step) if step is not None and body is not None else None
+    either is missing, `step` is 0, or the share is no share at all (`share_is_noise`)."""
+    share = _share(step, body)
+    return None if share is None or not 0 <= share <= 1 else share
+
+
+def share_is_noise(step: float | None, body: float | None) -> bool:
+    """Whether (step − body) / step falls outside [0, 1]: the step with a stand-in loss
+    measured longer (or larger) than the whole step, which only noise does (a busy machine's
+    timings), so there is no share to show."""
+    share = _share(step, body)
+    return share is not None and not 0 <= share <= 1
 
 
 def noisy(row: pd.Series) -> bool:
@@ -39,12 +52,13 @@ def noisy(row: pd.Series) -> bool:
 
 
 def view(frame: pd.DataFrame) -> pd.DataFrame:
-    """The table's rows as values: the shape, the variant, memory and time with their
-    ratios to the baseline variant of the same shape (`mem_vs_base`, `time_vs_base`; a
-    model's step: `step_vs_base`, and `loss_share` = (step − body peak) / step peak), to
-    the lower bound (`mem_vs_lower_bound` = peak_delta_bytes / lower_bound_bytes) and to the
-    matmul floor (`time_vs_floor` = time_ms_median / matmul_floor_ms), `noisy`, the FLOPs,
-    the status with its reason, and the row's `note`. A row whose kernels ran under an
+    """The table's rows as values: every column of each row (grouped by shape), then the
+    baseline variant's name (`baseline`) and the row's ratios to it at the same shape
+    (`mem_vs_base`, `time_vs_base`; a model's step: `step_vs_base`, and `loss_share` = (step
+    − body peak) / step peak, `loss_time_share` likewise in time, each None and its `_noise`
+    flag set where it falls outside [0, 1]), to the lower bound (`mem_vs_lower_bound` =
+    peak_delta_bytes / lower_bound_bytes) and to the matmul floor (`time_vs_floor` =
+    time_ms_median / matmul_floor_ms), and `noisy`. A row whose kernels ran under an
     interpreter (`variants.INTERPRETED`) is compared with nothing: its ratios are empty."""
     rows = []
     for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
@@ -60,21 +74,16 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
             note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
             compared = not note.startswith(variants.INTERPRETED)
             rows.append({
-                **{c: row[c] for c in SHAPE_COLUMNS}, "variant": row["variant"], "ce_chunk": row["ce_chunk"],
-                "baseline": name, "peak_delta_bytes": row["peak_delta_bytes"],
-                "mem_vs_base": _over(mem, base_mem) if compared else None,
-                "lower_bound_bytes": row["lower_bound_bytes"],
+                **row.to_dict(), "step_peak_bytes": step, "body_peak_bytes": body, "time_ms_median": time_ms,
+                "note": note, "baseline": name, "mem_vs_base": _over(mem, base_mem) if compared else None,
                 "mem_vs_lower_bound": _over(mem, cell_value(row["lower_bound_bytes"])) if step is None else None,
-                "peak_bytes": row["peak_bytes"], "step_peak_bytes": step, "body_peak_bytes": body,
                 "step_vs_base": _over(step, base_step) if compared else None,
                 "loss_share": loss_share(step, body) if compared else None,
+                "loss_share_noise": compared and share_is_noise(step, body),
                 "loss_time_share": loss_share(time_ms, body_ms) if compared else None,
-                "time_ms_median": time_ms, "time_ms_p25": row["time_ms_p25"],
-                "time_ms_p75": row["time_ms_p75"], "time_vs_base": _over(time_ms, base_time) if compared else None,
-                "matmul_floor_ms": row["matmul_floor_ms"],
+                "loss_time_noise": compared and share_is_noise(time_ms, body_ms),
+                "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "time_vs_floor": _over(time_ms, cell_value(row["matmul_floor_ms"])) if compared else None,
-                "noisy": noisy(row), "flops": row["flops"], "tflops_per_s": row["tflops_per_s"],
-                "tokens_per_s": row["tokens_per_s"], "compile_s": row["compile_s"],
-                "status": row["status"], "error": row["error"], "note": note,
+                "noisy": noisy(row),
             })
     return pd.DataFrame(rows)

@@ -59,10 +59,11 @@ class Fitted:
     alone: Mapping[int, Fit] = field(default_factory=dict)
 
 
-def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
+def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
         **grid: Any) -> Fitted:
     """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
-    cuBLAS workspaces too) fits `budget` bytes (default: a named GPU's memory), per loss
+    cuBLAS workspaces too) fits `budget` (bytes, or text as `--budget` takes it: '80GiB';
+    default: a named GPU's memory), per loss
     variant and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
     peak of its whole training step, and the loss alone's answer beside it (`alone`). With
     `measure`, each answer is also run once on `target` (which this machine must have)."""
@@ -74,6 +75,10 @@ def fit(budget: int | None = None, *, target: str = "cuda", max_batch: int = 409
     device = devices.target(target, param="target").name
     if max_batch < 1:
         raise UsageError("must be at least 1", "max_batch")
+    if isinstance(budget, str):
+        from cebench.core.units import parse_bytes
+
+        budget = parse_bytes(budget, "budget")
     if budget is None:
         budget = devices.get(device).capacity_bytes
         if budget is None:

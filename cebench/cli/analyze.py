@@ -19,7 +19,7 @@ LONG_TABLE = 20_000  # rows: a longer table earns a warning before it is built (
 
 
 @command(help=f"Print the table cebench sweep prints, from a results CSV. {LAST_ROW} --format markdown gives "
-              "the same table for a pull request; csv and json give its rows as plain values (bytes, ms, ratios).",
+              "the same table for a pull request; csv and json give its rows: every column of the CSV (bytes, ms, each timed step) and the table's ratios.",
          short_help="Print the sweep table from a results CSV.")
 def show(
     csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False),
@@ -31,7 +31,7 @@ def show(
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     from cebench.analyze.compare import view
     from cebench.render.report import column_keys, markdown, results_table
-    from cebench.store.frame import distinct, latest, load
+    from cebench.store.frame import distinct, latest, load, samples
 
     check_columns(columns, column_keys())
     frame = load(csv)
@@ -41,6 +41,8 @@ def show(
                   "values sooner, and cebench plot --filter draws a part", style="yellow", highlight=False)
     if fmt in ("csv", "json"):
         values = view(rows)
+        if fmt == "json":  # each timed step a number (the CSV cell keeps them space-separated)
+            values["time_ms_samples"] = values["time_ms_samples"].map(lambda cell: list(samples(cell)))
         typer.echo(values.to_csv(index=False) if fmt == "csv" else values.to_json(orient="records", indent=2),
                    nl=fmt == "json")
         return
@@ -82,7 +84,7 @@ def plot(
     from cebench.render.plot import plot as draw
     from cebench.store.frame import load
 
-    budget_bytes = None if budget is None else parse_bytes(budget)
+    budget_bytes = None if budget is None else parse_bytes(budget, "budget")
     frame = select(load(csv), filters)
     for path in draw(frame, out_dir or default_out_dir(csv), x=x, svg=svg, budget=budget_bytes):
         typer.echo(str(path))

@@ -89,7 +89,7 @@ def fit_command(
     from cebench.render.fit import fit_note, fit_table
 
     target = devices.one_name(target, device, "target", "device", "cuda")
-    budget_bytes = None if budget is None else parse_bytes(budget)
+    budget_bytes = None if budget is None else parse_bytes(budget, "budget")
     with out.status("searching…"):
         fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,
                          **grid_params(ctx.params))

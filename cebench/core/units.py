@@ -73,12 +73,20 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def parse_bytes(text: str) -> int:
-    """'80GiB', '80 GB', '512MiB', '1e9' → bytes. Decimal (GB) and binary (GiB) units differ."""
+UNITLESS_MIN = 2**20  # bytes: a number without a unit below this is taken for a slip ('80' meant 80 GiB)
+
+
+def parse_bytes(text: str, param: str | None = None) -> int:
+    """'80GiB', '80 GB', '512MiB', '1e9' → bytes. Decimal (GB) and binary (GiB) units differ.
+    A number without a unit below `UNITLESS_MIN` ('80') and anything under one byte are
+    `UsageError`s (naming `param`), the first with a hint."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
     if not match or match.group(2).lower() not in _SIZE_UNITS:
-        raise UsageError(f"'{text}' is not a byte size (examples: 80GiB, 40GB, 512MiB)")
+        raise UsageError(f"'{text}' is not a byte size (examples: 80GiB, 40GB, 512MiB)", param)
     value = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
-    if not 0 < value < float("inf"):
-        raise UsageError(f"'{text}' must be a positive, finite byte size")
+    if not 1 <= value < float("inf"):
+        raise UsageError(f"'{text}' must be a finite byte size of at least 1 B", param)
+    if not match.group(2) and value < UNITLESS_MIN:
+        raise UsageError(f"'{text.strip()}' would be {int(value):,} bytes: give a unit ({text.strip()}GiB, "
+                         f"{text.strip()}GB, {text.strip()}MiB; B for bytes)", param)
     return int(value)

@@ -17,6 +17,7 @@ from cebench.render.table import Column, ColumnNote, Table
 from cebench.store.schema import SHAPE_COLUMNS, Status
 
 NOISE_MARK = "~"
+NOISE_SHARE = "noise"  # a loss share outside [0, 100 %]
 _STATUS_STYLE = {Status.OK: "green", Status.OOM: "bold red", Status.ERROR: "red", Status.TIMEOUT: "red",
                  Status.UNSUPPORTED: "yellow"}
 # The view's columns besides the shape: (key, header, priority; 0 is always shown).
@@ -34,6 +35,13 @@ _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("t
 def column_keys(timed: bool = True) -> list[str]:
     """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns."""
     return [key for key, _, _ in _MEMORY + _MODEL + (_TIME if timed else [])] + ["status"]
+
+
+def _share(share: float | None, noise: bool) -> Text | str:
+    """A loss share as a percentage; `NOISE_SHARE` where it fell outside [0, 1]."""
+    if noise:
+        return Text(NOISE_SHARE, style="bold yellow")
+    return "–" if share is None or pd.isna(share) else f"{share:.0%}"
 
 
 def _ratio(r: float | None) -> Text:
@@ -82,8 +90,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             "peak_bytes": format_bytes(cell_value(row["peak_bytes"])), "status": status,
             "step_peak_bytes": format_bytes(cell_value(row["step_peak_bytes"])),
             "step_vs_base": _ratio(row["step_vs_base"]),
-            "loss_share": "–" if pd.isna(row["loss_share"]) else f"{row['loss_share']:.0%}",
-            "loss_time_share": "–" if pd.isna(row["loss_time_share"]) else f"{row['loss_time_share']:.0%}"}
+            "loss_share": _share(row["loss_share"], row["loss_share_noise"]),
+            "loss_time_share": _share(row["loss_time_share"], row["loss_time_noise"])}
         if timed:
             median, tps, compile_s = (cell_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
             cells["time_ms_median"] = Text(format_ms(median)) + Text(NOISE_MARK if row["noisy"] else " ",
@@ -104,6 +112,9 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
         table.notes.append("step peak: the whole training step's (parameters, optimizer state, activations, loss); "
                            "loss share: (step peak − the same step's with a stand-in loss) / step peak; loss time: "
                            "(time − that step's time) / time")
+        if (rows["loss_share_noise"] | rows["loss_time_noise"]).any():
+            table.notes.append(f"{NOISE_SHARE}: the step with a stand-in loss measured more than the whole step, "
+                               "which only noise does (other processes loading the machine): no share to show")
     against = []  # the limits' notes, each said only when its column is shown
     if rows["mem_vs_lower_bound"].notna().any():
         against.append(("mem_vs_lower_bound",
