@@ -63,3 +63,14 @@ def test_show_json_gives_every_column_of_each_row(tmp_path):
         assert columns <= set(record) and {"mem_vs_base", "time_vs_base"} <= set(record)
         assert len(record["time_ms_samples"]) == 3 and all(isinstance(t, float) for t in record["time_ms_samples"])
         assert record["torch_version"] and record["threads"] >= 1
+
+
+@pytest.mark.parametrize("cores,load,said", [(2, 3.5, True), (2, 1.5, False), (16, 30.0, False)])
+def test_the_plan_line_says_when_other_processes_load_a_small_machine(monkeypatch, tmp_path, cores, load, said):
+    monkeypatch.setattr("os.cpu_count", lambda: cores)
+    monkeypatch.setattr("os.getloadavg", lambda: (load, load, load))
+    result = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--variant", "dense", "--batch", "1", "--context",
+                                      "8", "--vocab", "64", "--d-model", "8", "--repeats", "1", "--out",
+                                      str(tmp_path / "s.csv")])
+    assert result.exit_code == 0, result.output
+    assert (f"this machine is busy (load {load:.1f} on {cores} cores)" in result.stderr) is said

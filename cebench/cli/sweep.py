@@ -142,7 +142,7 @@ def _announce(s: Sweep) -> None:
     """One line before the first point: what the sweep will measure, and a floor on how
     long that takes; a warning for a grid long enough to want shards."""
     from cebench.core.units import format_duration
-    from cebench.run.plan import LONG_SWEEP
+    from cebench.run.plan import LONG_SWEEP, busy
 
     plan = s.plan
     parts = [f"{plan.total} points on {s.device.name}"]
@@ -158,6 +158,10 @@ def _announce(s: Sweep) -> None:
         speeds = ", ".join(f"{r / 1e9:,.0f} GFLOP/s in {d}" for d, r in estimate.rates.items())
         parts.append(f"matmul work alone ≥ {format_duration(estimate.floor_s)} at the {speeds} a matmul reaches "
                      "here now" + f", plus {estimate.compilations} compilations" * bool(estimate.compilations))
+    loaded = busy() if s.device.kind == "cpu" else None
+    if loaded:
+        parts.append(f"this machine is busy (load {loaded[0]:.1f} on {loaded[1]} cores): every time measured now "
+                     "is inflated")
     err.print("sweep: " + " · ".join(parts), highlight=False, soft_wrap=True)
     if plan.total > LONG_SWEEP and (plan.shard is None or plan.shard.count == 1):
         err.print(f"warning: {plan.total} points is a long sweep for one process: split it with torchrun, SLURM or "

@@ -3,6 +3,7 @@ shard, less those a resumed CSV already holds, and a rough estimate of the time.
 from __future__ import annotations
 
 import hashlib
+import os
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,19 @@ from cebench.store.files import point_key
 # `nominal_flops` plus one compilation per compiled point.
 NOMINAL_COMPILE_S = 20.0
 LONG_SWEEP = 300  # points; more than this earns a warning that suggests shards
+FEW_CORES = 2  # on a machine with this many cores or fewer, other processes' load inflates every timing
+
+
+def busy() -> tuple[float, int] | None:
+    """(the 1-minute load average, the cores) when other processes load a machine of at most
+    `FEW_CORES` cores beyond its core count, so that every step time measured now is
+    inflated; None otherwise (or where the load average cannot be read)."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    return (load, cores) if cores <= FEW_CORES and load > cores else None
 
 
 def matmul_flops(config: Config) -> int:
