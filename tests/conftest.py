@@ -49,6 +49,7 @@ def cpu_config(variant: str = "dense", batch: int = 2, context: int = 64, vocab:
     return Config(variant, workload, "cpu", dtype, batch, context, vocab, d_model, ce_chunk)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the node ids
 def pytest_collection_modifyitems(config, items):
     """The tests of a module that share one of its module-scoped fixtures (a real sweep, an
     isolated run: seconds each) go to one xdist worker (`--dist loadgroup`), so that the
