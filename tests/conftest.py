@@ -63,6 +63,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("compile"))
         elif any(d and d[-1].scope == "module" for d in defs):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    if hasattr(config, "workerinput"):  # an xdist worker: the end-to-end tests (10-50 s each) are handed out first,
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # not last to a worker left alone
 
 
 @pytest.fixture
