@@ -2,6 +2,7 @@
 results CSVs to edit row by row."""
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable
 from pathlib import Path
@@ -32,12 +33,44 @@ gc.freeze()
 FAST = Settings(warmup=1, repeats=2)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def matmul_rate_once():
+    """Every in-process sweep announces a time estimate from the rate a square matmul
+    reaches (`plan.matmul_rate`: ~0.2-0.5 s of a 1024² fp32 matmul on a busy 2-core CPU,
+    seconds the first time). Measured once per device and dtype per test process here: the
+    probe runs for real the first time, and what the estimate prints is checked the same way
+    (an --isolate sweep's children still measure it afresh)."""
+    from cebench.run import plan
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan, "matmul_rate", functools.cache(plan.matmul_rate))
+        yield
+
+
 def cpu_config(variant: str = "dense", batch: int = 2, context: int = 64, vocab: int = 2000,
                d_model: int = 32, ce_chunk: int | None = None, workload: str = "loss",
                dtype: str = "fp32") -> Config:
     """A small fp32 CPU point."""
     return Config(variant=variant, workload=workload, device="cpu", dtype=dtype,
                   batch=batch, context=context, vocab=vocab, d_model=d_model, ce_chunk=ce_chunk)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks into the node ids
+def pytest_collection_modifyitems(config, items):
+    """The tests of a module that share one of its module-scoped fixtures (a real sweep, an
+    isolated run: seconds each) go to one xdist worker (`--dist loadgroup`), so that the
+    fixture is built once, not once per worker that happens to draw one of them. The tests
+    marked `compile` go to one worker too: the first compilation in a process imports and
+    warms up Inductor (~10 s on a 2-core CPU), which the others then reuse."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if item.get_closest_marker("compile"):
+            item.add_marker(pytest.mark.xdist_group("compile"))
+        elif any(d and d[-1].scope == "module" for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    if hasattr(config, "workerinput"):  # an xdist worker: the end-to-end tests (10-50 s each) are handed out first,
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # not last to a worker left alone
 
 
 @pytest.fixture

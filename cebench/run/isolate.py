@@ -45,13 +45,15 @@ class Outcome:
 
 
 def setup(child: Child) -> None:
-    """Bring this process to where the parent stood (see `Child`)."""
-    import torch
-
+    """Bring this process to where the parent stood (see `Child`). torch is imported only
+    to set the thread count (or by what the rest needs): a child that does not use it does
+    not pay its seconds of start-up."""
     from cebench.core import devices
     from cebench.losses import variants
 
     if child.threads is not None:
+        import torch
+
         torch.set_num_threads(child.threads)
     if child.device_index is not None:
         devices.get(child.device).select(child.device_index)
