@@ -19,8 +19,8 @@ LONG_TABLE = 20_000  # rows: a longer table earns a warning before it is built (
 
 
 @command(help=f"Print the table cebench sweep prints, from a results CSV. {LAST_ROW} --format markdown gives "
-              "the same table for a pull request; csv and json give its rows: every column of the CSV (bytes, ms, each timed step) "
-                   "and the table's ratios.",
+              "the same table for a pull request; csv and json give its rows: every column of the CSV (bytes, "
+              "ms, each timed step) and the table's ratios.",
          short_help="Print the sweep table from a results CSV.")
 def show(
     csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False),
