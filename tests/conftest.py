@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from collections.abc import Callable
 from pathlib import Path
+
+# One compute thread per test process: the suite's two xdist workers with torch's default of one thread per core
+# would run four busy threads on a 2-core machine, whose OpenMP waits then steal from each other (model step,
+# limits and memory tests: 71 s with two threads each, 33 s with one). Set before torch is imported; the
+# processes the tests start inherit it. A test that asks for threads (--threads) still gets them.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import matplotlib.pyplot  # noqa: F401  (imported here so that its objects are frozen below)
 import pandas as pd

@@ -43,7 +43,7 @@ def test_the_table_says_noise_where_the_body_step_took_longer(tmp_path):
 def test_a_budget_of_a_few_bytes_is_refused_with_a_hint(budget):
     result = CliRunner().invoke(app, ["fit", "--budget", budget, *TINY])
     assert result.exit_code == 2
-    assert "--budget:" in result.stderr and ("give a unit" in result.stderr or "at least 1 B" in result.stderr)
+    assert "--budget:" in result.stderr and ("give a unit" in result.stderr or "(at least 1 B)" in result.stderr)
 
 
 def test_the_api_takes_the_budget_as_the_command_line_does():

@@ -85,7 +85,7 @@ def parse_bytes(text: str, param: str | None = None) -> int:
         raise UsageError(f"'{text}' is not a byte size (examples: 80GiB, 40GB, 512MiB)", param)
     value = float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
     if not 1 <= value < float("inf"):
-        raise UsageError(f"'{text}' must be a finite byte size of at least 1 B", param)
+        raise UsageError(f"'{text}' must be a positive, finite byte size (at least 1 B)", param)
     if not match.group(2) and value < UNITLESS_MIN:
         raise UsageError(f"'{text.strip()}' would be {int(value):,} bytes: give a unit ({text.strip()}GiB, "
                          f"{text.strip()}GB, {text.strip()}MiB; B for bytes)", param)
