@@ -51,6 +51,7 @@ def predict(config: Config) -> Result:
         return result
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
+    result.note = reading.note  # what the trace did not run (Triton launches skipped)
     result.flops = counted(counter)
     if config.has_model:
         _model_columns(result, config, reading.state_bytes)

@@ -23,12 +23,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class MemoryReading:
     """Bytes live before the step (`base_bytes`) and at its highest point (`peak_bytes`); a
-    model's step also has `state_bytes`: its parameters + gradients + optimizer state."""
+    model's step also has `state_bytes`: its parameters + gradients + optimizer state; a
+    prediction, a `note` on what its trace did not run (Triton launches skipped)."""
 
     base_bytes: int
     peak_bytes: int
     method: str
     state_bytes: int | None = None
+    note: str = ""
 
     @property
     def peak_delta_bytes(self) -> int:

@@ -17,6 +17,12 @@ Figures and where they come from:
   on compute capability 9.x (Hopper) and, in releases that know Blackwell, 10.x and 12.x.
 - `bf16_flops`: the dense (no sparsity) BF16 tensor-core rate with FP32 accumulation, from
   NVIDIA's datasheets (FLOP/s).
+- `sm_count`: the streaming multiprocessors the card has enabled
+  (`torch.cuda.get_device_properties().multi_processor_count`), from NVIDIA's architecture
+  whitepapers (Ampere: A100 108 SMs; Hopper: H100 SXM5 132, the H200 the same GH100
+  configuration; Ada: RTX 4090 128, L40S 142, CUDA cores / 128 per SM) and, for the B200,
+  the 148 that torch reports on one. A peer's code asks for it (and the capability) on a
+  GPU target: `cebench.measure.device_view`.
 """
 from __future__ import annotations
 
@@ -31,8 +37,8 @@ CUBLAS_SM90_WORKSPACE = 4096 * 8 * 1024  # 33,554,432 B: 32 MiB on Hopper (and B
 class Target:
     """One GPU model. `names`: substrings of `torch.cuda.get_device_name()` that identify it
     (lower case); `capability`: its compute capability; `capacity_bytes`, `workspace_bytes`
-    (bytes) and `bf16_flops` (FLOP/s) as the module's docstring says; `sources`: where each
-    figure comes from."""
+    (bytes), `bf16_flops` (FLOP/s) and `sm_count` as the module's docstring says; `sources`:
+    where each figure comes from."""
 
     name: str
     model: str
@@ -42,6 +48,7 @@ class Target:
     workspace_bytes: int
     bf16_flops: float
     sources: str
+    sm_count: int
 
 
 DATASHEET_AMPERE = "NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense"
@@ -49,37 +56,39 @@ TARGETS: tuple[Target, ...] = (
     Target("a100-40gb", "NVIDIA A100 40GB (SXM4)", (8, 0), ("a100-sxm4-40gb", "a100-pcie-40gb", "a100 40gb"),
            42_298_834_944, CUBLAS_DEFAULT_WORKSPACE, 312e12,
            "memory: deviceQuery 'NVIDIA A100-SXM4-40GB', 40339 MBytes (42298834944 bytes), in "
-           f"github.com/bottlerocket-os/bottlerocket/pull/3873; {DATASHEET_AMPERE}"),
+           f"github.com/bottlerocket-os/bottlerocket/pull/3873; {DATASHEET_AMPERE}", sm_count=108),
     Target("a100-80gb", "NVIDIA A100 80GB (SXM4, PCIe)", (8, 0), ("a100-sxm4-80gb", "a100 80gb"),
            81_920 * MIB, CUBLAS_DEFAULT_WORKSPACE, 312e12,
            "memory: nvidia-smi memory.total 81920 MiB (github.com/modal-labs/modal-client/pull/2797); no public "
            f"torch print found, and torch reports somewhat less than nvidia-smi (about 0.6 % on H100); "
-           f"{DATASHEET_AMPERE}"),
+           f"{DATASHEET_AMPERE}", sm_count=108),
     Target("h100-80gb", "NVIDIA H100 80GB HBM3 (SXM5)", (9, 0), ("h100 80gb hbm3",),
            85_017_755_648, CUBLAS_SM90_WORKSPACE, 989.4e12,
            "memory: deviceQuery 'NVIDIA H100 80GB HBM3', 81079 MBytes (85017755648 bytes), driver 13.0 (torch "
            "prints total_memory=81082MB to 81090MB on other drivers); NVIDIA H100 datasheet: BF16 tensor 1,979 "
-           "TFLOPS with sparsity, 989.4 dense"),
+           "TFLOPS with sparsity, 989.4 dense", sm_count=132),
     Target("h200", "NVIDIA H200 (SXM, 141 GB)", (9, 0), ("h200",),
            143_156 * MIB, CUBLAS_SM90_WORKSPACE, 989.4e12,
            "memory: torch print total_memory=143156MB (vLLM docs); NVIDIA H200 datasheet: BF16 tensor 1,979 "
-           "TFLOPS with sparsity, 989.4 dense"),
+           "TFLOPS with sparsity, 989.4 dense", sm_count=132),
     Target("b200", "NVIDIA B200", (10, 0), ("b200",),
            182_631 * MIB, CUBLAS_SM90_WORKSPACE, 2.25e15,
            "memory: torch print total_memory=182631MB (182642MB on another driver); workspace: 32 MiB for "
            "capability 10.x in torch releases that know Blackwell; NVIDIA DGX B200 datasheet: FP16/BF16 4.5 "
-           "PFLOPS per GPU with sparsity, 2.25 dense"),
+           "PFLOPS per GPU with sparsity, 2.25 dense", sm_count=148),
     Target("l40s", "NVIDIA L40S", (8, 9), ("l40s",),
            45_589 * MIB, CUBLAS_DEFAULT_WORKSPACE, 362.05e12,
            "memory: torch print total_memory=45589MB; NVIDIA L40S datasheet: BF16 tensor 733 TFLOPS with "
-           "sparsity, 362.05 dense"),
+           "sparsity, 362.05 dense", sm_count=142),
     Target("rtx-4090", "NVIDIA GeForce RTX 4090", (8, 9), ("rtx 4090",),
            24_563 * MIB, CUBLAS_DEFAULT_WORKSPACE, 165.2e12,
            "memory: torch print total_memory=24563MB; NVIDIA Ada whitepaper: BF16 tensor with FP32 accumulate "
-           "165.2 TFLOPS dense (330.3 with sparsity)"),
+           "165.2 TFLOPS dense (330.3 with sparsity)", sm_count=128),
 )
 BY_NAME: dict[str, Target] = {t.name: t for t in TARGETS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
+# The card a peer's code is shown on a GPU target that names none (`cuda`): its capability and SM count.
+DEFAULT_GPU = BY_NAME["h100-80gb"]
 
 
 def match(device_name: str) -> str:

@@ -52,6 +52,11 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
     return Inputs(h, weight, *labels(config, device, gen))
 
 
+def ignored_count(config: Config) -> int:
+    """How many of `config`'s targets are `IGNORE_INDEX`: round(N × ignore_frac)."""
+    return round(config.tokens * config.ignore_frac)
+
+
 def labels(config: Config, device: torch.device, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The (N,) int64 targets of `config` (round(N × ignore_frac) of them `IGNORE_INDEX`, at
     random) and, for the loss workload with reduction none, the upstream gradient of its
@@ -63,7 +68,7 @@ def labels(config: Config, device: torch.device, gen: torch.Generator) -> tuple[
         return (torch.empty(n, dtype=torch.long, device=device),
                 torch.empty(n, device=device) if with_upstream else None)
     targets = torch.randint(0, config.vocab, (n,), generator=gen, device=device)
-    ignored = round(n * config.ignore_frac)
+    ignored = ignored_count(config)
     if ignored:  # padding: these rows' targets are ignore_index, placed at random with the same seed
         targets[torch.randperm(n, generator=gen, device=device)[:ignored]] = IGNORE_INDEX
     # drawn last: the other draws stay as they were

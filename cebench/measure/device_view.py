@@ -8,6 +8,16 @@ device of that kind (by a factory such as `torch.empty`, `Tensor.new_zeros` or `
 made on `meta`; torch's own kernels, and every other module, still see `meta`. Both are
 patched on the `torch` module and `torch.Tensor` for the duration, so that they hold in the
 autograd engine's calls of a peer's backward too.
+
+A peer's code also asks `torch.cuda` about the card (Liger-Kernel accumulates its weight
+gradient in place with `addmm(out=)` where `get_device_capability()[0] >= 8`, else through
+a parameter-sized temporary): for the peers' calls `get_device_capability`,
+`get_device_properties` (name, major, minor, multi_processor_count, total_memory),
+`is_bf16_supported`, `current_device`, `device_count` and `get_device_name` answer from the
+target (`cebench.core.targets`; the generic `cuda` is shown `targets.DEFAULT_GPU`), on a
+machine with or without a GPU. `torch.cuda.is_available` is left alone: Liger reads it
+once, at import, to choose its autocast wrappers, which change nothing in a step without
+autocast.
 """
 from __future__ import annotations
 
@@ -15,9 +25,12 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from cebench.core import targets
 
 # The modules whose code sees the target: the peers' own Python (module name prefixes).
 PEERS: tuple[str, ...] = ("torch.nn.modules.linear_cross_entropy", "liger_kernel", "cut_cross_entropy")
@@ -54,15 +67,49 @@ def _on_meta(kind: str, fn: Callable[..., Any], positional: bool) -> Callable[..
     return wrapped
 
 
+@dataclass(frozen=True)
+class Properties:
+    """What `torch.cuda.get_device_properties` tells a peer of a GPU target."""
+
+    name: str
+    major: int
+    minor: int
+    multi_processor_count: int
+    total_memory: int
+
+
+def cuda_answers(gpu: targets.Target) -> dict[str, Callable[..., Any]]:
+    """The `torch.cuda` functions a peer asks about its card, answered from `gpu`."""
+    properties = Properties(gpu.model, *gpu.capability, gpu.sm_count, gpu.capacity_bytes)
+    return {"get_device_capability": lambda device=None: gpu.capability,
+            "get_device_properties": lambda device=None: properties,
+            "is_bf16_supported": lambda including_emulation=True: gpu.capability >= (8, 0),
+            "current_device": lambda: 0,
+            "device_count": lambda: 1,
+            "get_device_name": lambda device=None: gpu.model}
+
+
+def _for_peers(answer: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
+    """`answer` to a peer's call, `original` to anyone else's."""
+    @functools.wraps(original)
+    def asked(*args: Any, **kwargs: Any) -> Any:
+        return answer(*args, **kwargs) if _from_peer() else original(*args, **kwargs)
+
+    return asked
+
+
 @contextlib.contextmanager
-def seen_as(kind: str) -> Iterator[None]:
+def seen_as(kind: str, gpu: targets.Target | None = None) -> Iterator[None]:
     """Within: a meta tensor's `device` is `kind`'s first device to the peers' code (`PEERS`),
-    and a tensor made on a `kind` device is made on `meta`. `kind` 'cpu' changes nothing (a
-    meta tensor takes a peer's host branch already)."""
+    a tensor made on a `kind` device is made on `meta`, and for 'cuda' the peers' questions to
+    `torch.cuda` are answered from `gpu` (None: `targets.DEFAULT_GPU`). `kind` 'cpu' changes
+    nothing (a meta tensor takes a peer's host branch already)."""
     if kind == "cpu":
         yield
         return
     seen = torch.device(kind, 0)
+    answers = cuda_answers(gpu or targets.DEFAULT_GPU) if kind == "cuda" else {}
+    cuda = {name: getattr(torch.cuda, name) for name in answers}
 
     def device(self: torch.Tensor) -> torch.device:
         real = _REAL_DEVICE.__get__(self)
@@ -77,6 +124,8 @@ def seen_as(kind: str) -> Iterator[None]:
             setattr(torch, name, _on_meta(kind, fn, positional=False))
         for name, fn in methods.items():
             setattr(torch.Tensor, name, _on_meta(kind, fn, positional=name == "to"))
+        for name, fn in cuda.items():
+            setattr(torch.cuda, name, _for_peers(answers[name], fn))
         yield
     finally:
         del torch.Tensor.device  # the C getter of TensorBase again
@@ -87,3 +136,5 @@ def seen_as(kind: str) -> Iterator[None]:
                 setattr(torch.Tensor, name, fn)
             else:
                 delattr(torch.Tensor, name)
+        for name, fn in cuda.items():
+            setattr(torch.cuda, name, fn)

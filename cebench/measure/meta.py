@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 import torch
 
 from cebench.core import devices, interpreter
+from cebench.core import targets as targets_mod
 from cebench.core.config import Checkpointing, Config, Grads, Optimizer, torch_dtype
 from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
+from cebench.measure import data_reads, triton_launches
 from cebench.measure.device_view import seen_as
 from cebench.measure.tracker import StorageTracker, watch_rng_states
 from cebench.models import training as training_mod
@@ -54,20 +57,31 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     None). Nothing is allocated or computed. The RNG states saved by checkpointing count too
     where they live in the target's memory (`Device.host_tensors_count`: on CPU, not on
     CUDA), and so do the host tensors an optimizer keeps. `OpaqueOp` when the step ran a
-    custom op."""
+    custom op. A peer's code runs as on the target (`_peers_run`): it sees the target's
+    device, its Triton launches do nothing (`tracker.skipped` says which it made) and its
+    reads of data are answered (`cebench.measure.data_reads`); so does the untracked step
+    before it (`grads` keep)."""
     target = devices.get(config.device)
-    before: Sequence[torch.Tensor]
-    fn, make, before, training = _steady(config)
+    steady = _steady(config)
     on = _on(config)
+    answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
+    answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX)
+    with _peers_run(config, answers):
+        steady.warm()
+    before: Sequence[torch.Tensor] = steady.tensors()
+    training = steady.training
     state = None if training is None else training.state_bytes(target.block_bytes, lambda t: t.device.type in on)
     before = [t for t in before if t.device.type in on]
     tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
-    step = make(tracker.wrap(fn))
+    step = steady.make(tracker.wrap(steady.fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
-    # The tracker above the counter: the ops of a custom op's Python kernel, which the tracker runs, are counted too.
-    with counter if counter is not None else contextlib.nullcontext(), rng, seen_as(target.kind), tracker:
+    # The tracker above the counter: the ops of a custom op's Python kernel, which the tracker runs, are counted
+    # too; above the answers to data reads, which its ops reach.
+    with counter if counter is not None else contextlib.nullcontext(), rng, _peers_run(config, answers) as skipped, \
+            tracker:
         step.run()
+    tracker.skipped = skipped.note()
     if tracker.opaque:
         raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
                        "its outputs, not its internal buffers, so its peak cannot be predicted; measure it with "
@@ -75,26 +89,58 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     return tracker, storage_bytes(before, target.block_bytes), state
 
 
-def _steady(config: Config) -> tuple[Callable[..., torch.Tensor], Callable[[Callable[..., torch.Tensor]], Step],
-                                      tuple[torch.Tensor, ...], training_mod.Training | None]:
-    """`config`'s loss function, how to make its step on `meta` around a (wrapped) loss,
-    the tensors that step starts with in steady state (kept gradients, after one untracked
-    step; a model's optimizer state, as `_model` gives it), and a model's training state
-    (None without a model)."""
+@dataclass
+class _Steady:
+    """A step of a config on `meta`, before it is traced: its loss function `fn`, how to make
+    its step around a (wrapped) loss (`make`), its `targets`, `warm` (run the previous step,
+    which leaves its gradients behind where they are kept; nothing else), the tensors the
+    traced step starts with once `warm` ran (`tensors`), and a model's training state (None
+    without a model)."""
+
+    fn: Callable[..., torch.Tensor]
+    make: Callable[[Callable[..., torch.Tensor]], Step]
+    targets: torch.Tensor
+    warm: Callable[[], None]
+    tensors: Callable[[], Sequence[torch.Tensor]]
+    training: training_mod.Training | None
+
+
+def _steady(config: Config) -> _Steady:
+    """`config`'s step on `meta` in steady state: with `grads` keep, `warm` runs one untracked
+    step first; a model's optimizer state is as `_model` gives it."""
     if config.has_model:
         fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
         model = _model(resolve_model(config.model), config.dtype, devices.get(config.device).kind,
                        config.optimizer, config.activation_checkpointing)
         training = training_mod.make(config, device="meta", model=model)
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
-        return fn, lambda loss: training_mod.make_step(loss, training, config), training.tensors(), training
+        return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
+                       lambda: None, training.tensors, training)
     x = inputs_mod.make(config, device="meta")
     fn = variants.get(config.variant).load()
-    if config.grads == Grads.KEEP:  # the previous step, which leaves its gradients behind
-        warm = make_step(fn, x, config)
-        warm.prepare()
-        warm.run()
-    return fn, lambda loss: make_step(loss, x, config), x.tensors(), None
+
+    def warm() -> None:
+        if config.grads == Grads.KEEP:  # the previous step, which leaves its gradients behind
+            previous = make_step(fn, x, config)
+            previous.prepare()
+            previous.run()
+
+    return _Steady(fn, lambda loss: make_step(loss, x, config), x.targets, warm, x.tensors, None)
+
+
+@contextlib.contextmanager
+def _peers_run(config: Config, answers: data_reads.Answers) -> Iterator[triton_launches.Skipped]:
+    """Around a step of `config` on meta: the peers' code sees the target (`seen_as`), Triton
+    launches do nothing (`triton_launches.skipped`; triton imported for a variant whose
+    kernels are Triton's, or already imported), and `answers` answers its reads of data
+    (entered last: the mode nearest the step's ops, under a tracker entered after it)."""
+    target = devices.get(config.device)
+    variant = variants.REGISTRY.get(config.variant)
+    needs_triton = variant is not None and bool(variant.interpreted_on)  # its kernels are Triton's
+    with seen_as(target.kind, targets_mod.BY_NAME.get(config.device)), \
+            triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, \
+            answers.data_factories(), answers:
+        yield skipped
 
 
 def _on(config: Config) -> frozenset[str]:
@@ -131,7 +177,7 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> Memo
     highest point; a model's step, its `state_bytes` too."""
     tracker, base, state = trace(config, counter=counter)
     base += workspace_bytes(config, tracker)
-    return MemoryReading(base, base + tracker.peak, PREDICTED, state)
+    return MemoryReading(base, base + tracker.peak, PREDICTED, state, note=tracker.skipped)
 
 
 def workspace_bytes(config: Config, tracker: StorageTracker) -> int:

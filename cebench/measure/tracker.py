@@ -69,6 +69,7 @@ class StorageTracker(TorchDispatchMode):
         self._ignored = {t.untyped_storage()._cdata for t in ignore}
         self.opaque: set[str] = set()  # custom ops seen: their internal buffers are invisible here
         self.transparent: set[str] = set()  # custom ops run by their Python kernel: their buffers are seen
+        self.skipped = ""  # what the traced step launched and did not run (`meta.trace`: Triton launches)
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)

@@ -1,0 +1,254 @@
+"""Answers to a step's reads of tensor data, while it runs on `meta` tensors.
+
+A `meta` tensor has a shape and no values, yet a peer's Python asks for some: Liger-Kernel
+counts the rows whose target is not ignored (`(target != ignore_index).sum().item()`,
+which sizes nothing but is passed to its kernel) and skips a multiplication when the
+upstream gradient is 1 (`torch.equal(grad_output, torch.tensor(1.0))`, which decides
+whether its backward launches two more kernels). On meta both fail. The real run's
+answers follow from the point itself: cebench makes the inputs (`cebench.losses.inputs`),
+so it knows that exactly round(N × ignore_frac) targets are `IGNORE_INDEX` and the others
+are token ids in [0, vocab), and that a scalar loss is backpropagated with
+`torch.ones_like(loss)`.
+
+`Answers` is a dispatch mode that keeps what is known of the values of some storages and
+answers the ops that read data (`aten._local_scalar_dense`, which `.item()`, `int()` and
+`float()` call; `aten.equal`; `aten.is_nonzero`, which `bool()` calls) from it. What is
+known, and how it travels:
+
+- `Labels(ignored, ignore_index)`: a targets tensor (registered with `labels`): `ignored`
+  of its elements are `ignore_index`, none of the others is. `ne`/`eq` with that scalar make
+  a `Mask`.
+- `Mask(true)`: a bool tensor with `true` elements set; `logical_not`/`bitwise_not` flip it,
+  `sum`/`count_nonzero` count them.
+- `Constant(value)`: every element is `value`: the `ones`/`zeros`/`full` factories and their
+  `_like`/`new_` forms, `fill_`/`zero_` of a whole storage, a tensor made from Python data
+  whose elements are all equal (`torch.tensor(1.0)`, which reaches no dispatch mode: the
+  factory is wrapped for the block), a copy or a conversion of a constant, a sum of one.
+
+Views share their storage, so a constant storage's views are constants; a `Labels` or
+`Mask` is known only through a tensor that spans its whole storage. An op that writes
+into a storage (in place, `out=`) makes it unknown unless a rule above says what it holds,
+and so does a skipped Triton launch (`forget`, from `cebench.measure.triton_launches`),
+which may have written into any tensor it was given; but the targets stay known: a loss
+never writes its inputs (the next step reuses them), and Liger's kernels are given
+slices of the targets to read (`Y_ptr`). A
+read of a value that is not known raises `UnknownValue`: the prediction is an error row,
+never a guess.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+aten = torch.ops.aten
+
+
+class UnknownValue(RuntimeError):
+    """A step read the data of a meta tensor whose values cebench does not know."""
+
+
+@dataclass(frozen=True)
+class Constant:
+    """Every element of the storage is `value`."""
+
+    value: bool | int | float
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Targets: `ignored` elements are `ignore_index`, no other is."""
+
+    ignored: int
+    ignore_index: int
+
+
+@dataclass(frozen=True)
+class Mask:
+    """A bool tensor with `true` elements set."""
+
+    true: int
+
+
+Value = Constant | Labels | Mask
+
+FACTORY_CONSTANTS: dict[Any, Callable[[tuple, dict], bool | int | float]] = {
+    **{op: (lambda args, kwargs: 1) for op in (aten.ones.default, aten.ones_like.default, aten.new_ones.default)},
+    **{op: (lambda args, kwargs: 0) for op in (aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default)},
+    aten.full.default: lambda args, kwargs: args[1],
+    aten.full_like.default: lambda args, kwargs: args[1],
+    aten.new_full.default: lambda args, kwargs: args[2],
+    aten.scalar_tensor.default: lambda args, kwargs: args[0],
+}
+# Ops whose output holds its first argument's values (converted to the output's dtype).
+COPIES = frozenset({aten.clone.default, aten._to_copy.default, aten.lift_fresh_copy.default, aten.lift_fresh.default,
+                    aten.contiguous.default, aten.alias.default, aten.detach.default})
+# The ops that read a tensor's data, answered here for meta tensors.
+READS = frozenset({aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default})
+# What `torch.tensor`-like factories are: their values are Python data, which no dispatch mode sees.
+DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
+
+
+def _convert(value: bool | int | float, dtype: torch.dtype) -> bool | int | float:
+    """`value` as an element of `dtype` holds it."""
+    if dtype == torch.bool:
+        return bool(value)
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return int(value)
+    return float(value)
+
+
+def _whole(t: torch.Tensor) -> bool:
+    """Whether `t` spans its storage (every element of it, once, from its start)."""
+    return (t.storage_offset() == 0 and t.is_contiguous()
+            and t.numel() * t.element_size() == t.untyped_storage().nbytes())
+
+
+def _equal_elements(data: object) -> tuple[bool, object]:
+    """(True, the element) when the Python data `data` (a number or nested sequences of
+    numbers) holds one value only, else (False, None)."""
+    if isinstance(data, bool | int | float):
+        return True, data
+    if isinstance(data, list | tuple) and data:
+        firsts = [_equal_elements(d) for d in data]
+        if all(ok for ok, _ in firsts) and len({v for _, v in firsts}) == 1:
+            return True, firsts[0][1]
+    return False, None
+
+
+class Answers(TorchDispatchMode):
+    """A dispatch mode that answers a step's data reads from what it knows of its storages
+    (the module's docstring says what and how). Enter it below the storage tracker (before
+    it): the tracker's ops reach it. `labels` registers a targets tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._known: dict[int, Value] = {}
+        self._finalized: set[int] = set()
+        self._inputs: set[int] = set()  # the targets' storages: a kernel given them only reads them
+
+    # what is known
+    def _key(self, t: torch.Tensor) -> int:
+        return t.untyped_storage()._cdata
+
+    def _set(self, t: torch.Tensor, value: Value | None) -> None:
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if value is None:
+            self._known.pop(key, None)
+            return
+        if key not in self._finalized:
+            self._finalized.add(key)
+            weakref.finalize(storage, self._drop, key)
+        self._known[key] = value
+
+    def _drop(self, key: int) -> None:
+        self._known.pop(key, None)
+        self._finalized.discard(key)
+
+    def value(self, t: object) -> Value | None:
+        """What is known of tensor `t`'s values (None: nothing, or `t` is no tensor)."""
+        if not isinstance(t, torch.Tensor):
+            return None
+        known = self._known.get(self._key(t))
+        if isinstance(known, Constant) or (known is not None and _whole(t)):
+            return known
+        return None
+
+    def labels(self, targets: torch.Tensor, ignored: int, ignore_index: int) -> None:
+        """`targets` holds `ignored` elements equal to `ignore_index` and no other."""
+        self._set(targets, Labels(ignored, ignore_index))
+        self._inputs.add(self._key(targets))
+
+    def forget(self, tensors: Iterable[torch.Tensor]) -> None:
+        """What `tensors`' storages hold is no longer known (a kernel may have written into
+        them), the step's targets excepted (a loss only reads its inputs)."""
+        for t in tensors:
+            if self._key(t) not in self._inputs:
+                self._set(t, None)
+
+    # the answers
+    def _read(self, func: Any, t: torch.Tensor) -> bool | int | float:
+        known = self.value(t)
+        if not isinstance(known, Constant):
+            raise UnknownValue(f"{func} reads the values of a meta tensor of shape {tuple(t.shape)} and dtype "
+                               f"{t.dtype} that cebench does not know (it knows the targets' padding and the "
+                               "constants a step makes): the step cannot be predicted on meta; measure it with "
+                               "cebench sweep")
+        return _convert(known.value, t.dtype)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in READS and not any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+            return func(*args, **kwargs)  # a real tensor's data (an optimizer's step count on the host)
+        if func is aten._local_scalar_dense.default:
+            return self._read(func, args[0])
+        if func is aten.is_nonzero.default:
+            return bool(self._read(func, args[0]))
+        if func is aten.equal.default:
+            a, b = args
+            return a.shape == b.shape and (a.numel() == 0 or self._read(func, a) == self._read(func, b))
+        out = func(*args, **kwargs)
+        self._after(func, args, kwargs, out)
+        return out
+
+    def _after(self, func: Any, args: tuple, kwargs: dict, out: object) -> None:
+        """Record what `func`'s output (or the storage it wrote) holds, where a rule knows."""
+        for i, argument in enumerate(func._schema.arguments):  # what it wrote into is unknown now ...
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                written = kwargs.get(argument.name, args[i] if i < len(args) else None)
+                for t in written if isinstance(written, list | tuple) else (written,):
+                    if isinstance(t, torch.Tensor):
+                        self._set(t, None)
+        if not isinstance(out, torch.Tensor):
+            return
+        first = self.value(args[0]) if args else None
+        value: Value | None = None  # ... unless a rule says what it holds
+        if func in FACTORY_CONSTANTS:
+            value = Constant(_convert(FACTORY_CONSTANTS[func](args, kwargs), out.dtype))
+        elif func in (aten.fill_.Scalar, aten.zero_.default) and _whole(out):
+            value = Constant(_convert(args[1] if func is aten.fill_.Scalar else 0, out.dtype))
+        elif func in COPIES and isinstance(first, Constant):
+            value = Constant(_convert(first.value, out.dtype))
+        elif func in (aten.ne.Scalar, aten.eq.Scalar) and isinstance(first, Labels) and args[1] == first.ignore_index:
+            ignored = first.ignored if func is aten.eq.Scalar else args[0].numel() - first.ignored
+            value = Mask(ignored)
+        elif func in (aten.logical_not.default, aten.bitwise_not.default) and isinstance(first, Mask):
+            value = Mask(args[0].numel() - first.true)
+        elif func in (aten.sum.default, aten.count_nonzero.default) and isinstance(first, Mask):
+            value = Constant(_convert(first.true, out.dtype))
+        elif func is aten.sum.default and isinstance(first, Constant):
+            value = Constant(_convert(first.value * args[0].numel(), out.dtype))
+        if value is not None:
+            self._set(out, value)
+
+    @contextlib.contextmanager
+    def data_factories(self) -> Iterator[None]:
+        """Within: a meta tensor made from Python data (`torch.tensor(1.0, device=...)`,
+        which reaches no dispatch mode) whose elements are all one value is known to hold it."""
+        saved = {name: getattr(torch, name) for name in DATA_FACTORIES}
+
+        def recording(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+            @functools.wraps(fn)
+            def made(data: object, *args: Any, **kwargs: Any) -> torch.Tensor:
+                out = fn(data, *args, **kwargs)
+                same, element = _equal_elements(data)
+                if same and isinstance(out, torch.Tensor) and out.device.type == "meta":
+                    self._set(out, Constant(_convert(element, out.dtype)))  # type: ignore[arg-type]
+                return out
+
+            return made
+
+        try:
+            for name, fn in saved.items():
+                setattr(torch, name, recording(fn))
+            yield
+        finally:
+            for name, fn in saved.items():
+                setattr(torch, name, fn)

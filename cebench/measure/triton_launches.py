@@ -1,0 +1,117 @@
+"""Triton kernel launches that do nothing, for a step traced on `meta` tensors.
+
+A Triton kernel writes into buffers its Python caller allocated with torch (Liger-Kernel's
+fused linear cross-entropy allocates its gradients, loss rows and logits chunks, and its
+kernels fill them in place): the buffers are what a trace must see, and they are, through
+the dispatcher. The launch itself allocates nothing torch counts on a GPU, and on meta
+there is nothing to run, so inside `skipped()` every launch returns at once:
+
+- `JITFunction.run`, which `kernel[grid](...)` calls (`KernelInterface.__getitem__`),
+- `InterpretedFunction.run`, the same under Triton's interpreter (`TRITON_INTERPRET=1`),
+- `Autotuner.run`, which would otherwise benchmark its configurations first (and
+  `Heuristics.run`, which only computes meta-parameters before launching),
+
+each for the duration of the block, on the classes (every kernel at once). What a skipped
+launch would have written is unknown afterwards: `on_skip` is given its tensor arguments
+(`cebench.measure.data_reads` forgets what it knew of their values). The kernels skipped
+are listed by name in `Skipped.kernels`; `followed` names the peer package whose Python
+the trace followed, with the version cebench's rules were checked against.
+
+triton is imported only by `skipped(needed=True)` or when it is imported already: a step
+of a variant that runs no Triton kernel neither needs nor pays for it.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.utils._pytree import tree_flatten
+
+from cebench.core import interpreter
+
+# The peer packages whose Python the trace follows around skipped launches, and the version
+# whose code cebench's rules (`cebench.measure.data_reads`, its residues) were checked against.
+CHECKED: dict[str, tuple[str, str]] = {"liger_kernel": ("liger-kernel", "0.8.5")}
+
+
+@dataclass
+class Skipped:
+    """What a `skipped()` block skipped: the names of the kernels launched (`kernels`) and the
+    top-level packages that launched them (`packages`, module names)."""
+
+    kernels: set[str] = field(default_factory=set)
+    packages: set[str] = field(default_factory=set)
+
+    def note(self) -> str:
+        """What a prediction's row says about them ('' when nothing was skipped): the
+        kernels, and the version of each package followed (and whether it is the one
+        cebench checked)."""
+        if not self.kernels:
+            return ""
+        followed = []
+        for package in sorted(self.packages):
+            dist, checked = CHECKED.get(package, (package.replace("_", "-"), None))
+            try:
+                version = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                version = "?"
+            if checked is None:
+                followed.append(f"{dist} {version} (not checked by cebench)")
+            elif version == checked:
+                followed.append(f"{dist} {version}")
+            else:
+                followed.append(f"{dist} {version} (cebench checked {checked}: its buffers may differ)")
+        return (f"Triton launches skipped ({', '.join(sorted(self.kernels))}): their buffers are "
+                f"{' and '.join(followed)}'s Python, followed on meta")
+
+
+def _name(kernel: Any) -> tuple[str, str]:
+    """A launched kernel's (name, top-level package)."""
+    fn = getattr(kernel, "fn", kernel)
+    while hasattr(fn, "fn"):  # an autotuner or heuristics around the JIT function
+        fn = fn.fn
+    return getattr(fn, "__name__", type(kernel).__name__), getattr(fn, "__module__", "").partition(".")[0]
+
+
+@contextlib.contextmanager
+def skipped(needed: bool = False, on_skip: Callable[[list[Any]], None] | None = None) -> Iterator[Skipped]:
+    """Within: every Triton kernel launch does nothing but record its kernel and pass its
+    tensor arguments to `on_skip`. A no-op when triton is neither imported nor `needed`
+    (then Triton's interpreter is chosen first, as cebench does before importing triton on a
+    machine without a GPU)."""
+    record = Skipped()
+    if "triton" not in sys.modules and not needed:
+        yield record
+        return
+    interpreter.enable()
+    from triton.runtime import autotuner, jit
+
+    launchers: list[type] = [jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        launchers.append(InterpretedFunction)
+    except ImportError:  # a Triton without its interpreter
+        pass
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> None:
+        name, package = _name(self)
+        record.kernels.add(name)
+        if package:
+            record.packages.add(package)
+        if on_skip is not None:
+            on_skip([a for a in tree_flatten((args, kwargs))[0] if hasattr(a, "untyped_storage")])
+        return None
+
+    saved = {cls: cls.__dict__["run"] for cls in launchers if "run" in cls.__dict__}
+    try:
+        for cls in saved:
+            cls.run = launch  # type: ignore[attr-defined]
+        yield record
+    finally:
+        for cls, run in saved.items():
+            cls.run = run  # type: ignore[attr-defined]
