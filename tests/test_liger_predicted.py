@@ -89,7 +89,7 @@ def test_without_the_cycle_prediction_is_measurement_to_the_byte(shape, tmp_path
 
     def collected(self, *args, **kwargs):
         out = run(self, *args, **kwargs)
-        gc.collect()  # the launch's arguments, held by the interpreter's reference cycle, go now
+        gc.collect(0)  # the launch's arguments, held by the interpreter's reference cycle (young), go now
         return out
 
     monkeypatch.setattr(InterpretedFunction, "run", collected)
