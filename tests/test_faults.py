@@ -289,7 +289,8 @@ def test_a_huge_count_is_refused_before_any_work(tmp_path, args, message):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["fit", "--budget", "1e400"], "cebench: error: --budget: '1e400' must be a positive, finite byte size (at least 1 B)"),
+    (["fit", "--budget", "1e400"],
+     "cebench: error: --budget: '1e400' must be a positive, finite byte size (at least 1 B)"),
     (["show", "x.csv", "--columns", ",,,"], "cebench: error: --columns: empty (give one or more comma-separated "
                                             "values)"),
 ])
