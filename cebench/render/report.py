@@ -83,7 +83,7 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
                 reasons.append(said)
             status.append(f" [{reasons.index(said) + 1}]", style="dim")
         cells: dict[str, Text | str] = {
-            "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{row['ce_chunk']:,}",
+            "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{int(row['ce_chunk']):,}",
             "peak_delta_bytes": format_bytes(cell_value(row["peak_delta_bytes"])),
             "mem_vs_base": _ratio(row["mem_vs_base"]),
             "mem_vs_lower_bound": format_sig3(cell_value(row["mem_vs_lower_bound"]), "×"),
