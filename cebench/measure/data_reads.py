@@ -47,6 +47,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from cebench.measure.patched import patched
+
 aten = torch.ops.aten
 
 
@@ -232,8 +234,6 @@ class Answers(TorchDispatchMode):
     def data_factories(self) -> Iterator[None]:
         """Within: a meta tensor made from Python data (`torch.tensor(1.0, device=...)`,
         which reaches no dispatch mode) whose elements are all one value is known to hold it."""
-        saved = {name: getattr(torch, name) for name in DATA_FACTORIES}
-
         def recording(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
             @functools.wraps(fn)
             def made(data: object, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -245,10 +245,5 @@ class Answers(TorchDispatchMode):
 
             return made
 
-        try:
-            for name, fn in saved.items():
-                setattr(torch, name, recording(fn))
+        with patched(torch, {name: recording(getattr(torch, name)) for name in DATA_FACTORIES}):
             yield
-        finally:
-            for name, fn in saved.items():
-                setattr(torch, name, fn)

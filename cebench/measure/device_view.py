@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from cebench.core import targets
+from cebench.measure.patched import patched
 
 # The modules whose code sees the target: the peers' own Python (module name prefixes).
 PEERS: tuple[str, ...] = ("torch.nn.modules.linear_cross_entropy", "liger_kernel", "cut_cross_entropy")
@@ -115,26 +116,8 @@ def seen_as(kind: str, gpu: targets.Target | None = None) -> Iterator[None]:
         real = _REAL_DEVICE.__get__(self)
         return seen if real.type == "meta" and _from_peer() else real
 
-    saved = {name: getattr(torch, name) for name in FACTORIES}
-    methods = {name: getattr(torch.Tensor, name) for name in METHODS}
-    own = {name for name in METHODS if name in vars(torch.Tensor)}  # the others are TensorBase's
-    try:
-        torch.Tensor.device = property(device)  # type: ignore[assignment,method-assign]
-        for name, fn in saved.items():
-            setattr(torch, name, _on_meta(kind, fn, positional=False))
-        for name, fn in methods.items():
-            setattr(torch.Tensor, name, _on_meta(kind, fn, positional=name == "to"))
-        for name, fn in cuda.items():
-            setattr(torch.cuda, name, _for_peers(answers[name], fn))
+    methods = {name: _on_meta(kind, getattr(torch.Tensor, name), positional=name == "to") for name in METHODS}
+    with patched(torch.Tensor, {"device": property(device), **methods}), \
+            patched(torch, {name: _on_meta(kind, getattr(torch, name), positional=False) for name in FACTORIES}), \
+            patched(torch.cuda, {name: _for_peers(answers[name], fn) for name, fn in cuda.items()}):
         yield
-    finally:
-        del torch.Tensor.device  # the C getter of TensorBase again
-        for name, fn in saved.items():
-            setattr(torch, name, fn)
-        for name, fn in methods.items():
-            if name in own:
-                setattr(torch.Tensor, name, fn)
-            else:
-                delattr(torch.Tensor, name)
-        for name, fn in cuda.items():
-            setattr(torch.cuda, name, fn)

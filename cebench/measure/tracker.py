@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
+from cebench.measure.patched import patched
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,
@@ -213,8 +214,5 @@ def watch_rng_states(track: Callable[[torch.Tensor], None]) -> Iterator[None]:
         track(state)
         return state
 
-    torch.get_rng_state = tracked
-    try:
+    with patched(torch, {"get_rng_state": tracked}):
         yield
-    finally:
-        torch.get_rng_state = original

@@ -32,6 +32,7 @@ from typing import Any
 from torch.utils._pytree import tree_flatten
 
 from cebench.core import interpreter
+from cebench.measure.patched import patched
 
 # The peer packages whose Python the trace follows around skipped launches, and the version
 # whose code cebench's rules (`cebench.measure.data_reads`, its residues) were checked against.
@@ -107,11 +108,8 @@ def skipped(needed: bool = False, on_skip: Callable[[list[Any]], None] | None = 
             on_skip([a for a in tree_flatten((args, kwargs))[0] if hasattr(a, "untyped_storage")])
         return None
 
-    saved = {cls: cls.__dict__["run"] for cls in launchers if "run" in cls.__dict__}
-    try:
-        for cls in saved:
-            cls.run = launch  # type: ignore[attr-defined]
+    with contextlib.ExitStack() as stack:
+        for cls in launchers:
+            if "run" in vars(cls):  # a class that launches (the others inherit a patched one)
+                stack.enter_context(patched(cls, {"run": launch}))
         yield record
-    finally:
-        for cls, run in saved.items():
-            cls.run = run  # type: ignore[attr-defined]

@@ -1,0 +1,38 @@
+"""`patched` restores exactly what an owner held: its own attribute, or none (so that the
+inherited one shows through again), also when the block raises."""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from cebench.measure.patched import patched
+
+
+class Base:
+    def run(self) -> str:
+        return "base"
+
+
+class Own(Base):
+    def run(self) -> str:
+        return "own"
+
+
+class Inherits(Base):
+    pass
+
+
+def test_an_own_attribute_comes_back_and_an_inherited_one_shows_through_again():
+    module = types.SimpleNamespace(f=len)
+    with patched(Own, {"run": lambda self: "patched"}), patched(Inherits, {"run": lambda self: "patched"}), \
+            patched(module, {"f": abs}):
+        assert Own().run() == Inherits().run() == "patched" and module.f is abs
+    assert Own().run() == "own" and Inherits().run() == "base" and "run" not in vars(Inherits)
+    assert module.f is len
+
+
+def test_it_restores_when_the_block_raises():
+    with pytest.raises(KeyError), patched(Inherits, {"run": lambda self: "patched"}):
+        raise KeyError
+    assert "run" not in vars(Inherits) and Inherits().run() == "base"
