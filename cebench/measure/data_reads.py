@@ -97,6 +97,20 @@ READS = frozenset({aten._local_scalar_dense.default, aten.is_nonzero.default, at
 DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
 
 
+# The ops a rule of `Answers._after` knows the output of.
+_RULES = frozenset({*FACTORY_CONSTANTS, *COPIES, aten.fill_.Scalar, aten.zero_.default, aten.ne.Scalar,
+                    aten.eq.Scalar, aten.logical_not.default, aten.bitwise_not.default, aten.sum.default,
+                    aten.count_nonzero.default})
+
+
+@functools.cache
+def _written(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each argument `func` writes into (in place, `out=`): read from its
+    schema once per op, not at every call (a trace runs thousands of ops)."""
+    return tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
+
+
 def _convert(value: bool | int | float, dtype: torch.dtype) -> bool | int | float:
     """`value` as an element of `dtype` holds it."""
     if dtype == torch.bool:
@@ -202,13 +216,13 @@ class Answers(TorchDispatchMode):
 
     def _after(self, func: Any, args: tuple, kwargs: dict, out: object) -> None:
         """Record what `func`'s output (or the storage it wrote) holds, where a rule knows."""
-        for i, argument in enumerate(func._schema.arguments):  # what it wrote into is unknown now ...
-            if argument.alias_info is not None and argument.alias_info.is_write:
-                written = kwargs.get(argument.name, args[i] if i < len(args) else None)
+        if self._known:  # what it wrote into is unknown now ...
+            for i, name in _written(func):
+                written = kwargs.get(name, args[i] if i < len(args) else None)
                 for t in written if isinstance(written, list | tuple) else (written,):
                     if isinstance(t, torch.Tensor):
                         self._set(t, None)
-        if not isinstance(out, torch.Tensor):
+        if not isinstance(out, torch.Tensor) or func not in _RULES:
             return
         first = self.value(args[0]) if args else None
         value: Value | None = None  # ... unless a rule says what it holds

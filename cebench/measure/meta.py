@@ -132,14 +132,18 @@ def _steady(config: Config) -> _Steady:
 def _peers_run(config: Config, answers: data_reads.Answers) -> Iterator[triton_launches.Skipped]:
     """Around a step of `config` on meta: the peers' code sees the target (`seen_as`), Triton
     launches do nothing (`triton_launches.skipped`; triton imported for a variant whose
-    kernels are Triton's, or already imported), and `answers` answers its reads of data
-    (entered last: the mode nearest the step's ops, under a tracker entered after it)."""
+    kernels are Triton's, or already imported), and, for such a variant, `answers` answers its
+    reads of data (entered last: the mode nearest the step's ops, under a tracker entered
+    after it). Only a peer whose Python is followed around its kernels reads data: another
+    step is spared the extra dispatch mode (a quarter of a model step's trace time)."""
     target = devices.get(config.device)
     variant = variants.REGISTRY.get(config.variant)
     needs_triton = variant is not None and bool(variant.interpreted_on)  # its kernels are Triton's
+    reads = (answers.data_factories(), answers) if needs_triton else ()
     with seen_as(target.kind, targets_mod.BY_NAME.get(config.device)), \
-            triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, \
-            answers.data_factories(), answers:
+            triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, contextlib.ExitStack() as stack:
+        for context in reads:
+            stack.enter_context(context)
         yield skipped
 
 
