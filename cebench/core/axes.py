@@ -335,7 +335,7 @@ AXES: tuple[Axis, ...] = (
          doc="dtype of `h` and `weight`: `fp32`, `bf16`, `fp16`", verify=""),
     Axis(name="batch", type=int, role=Role.SIZE, parse=parse_ints, defaults={"cpu": "2,8", "cuda": "4,8,16,32"},
          help="Batch sizes, comma-separated.", one="Batch size.", unit="sequences", doc="sequences per step",
-         label="batch {}", sep=" · "),
+         label="batch {}"),
     Axis(name="context", type=int, role=Role.SIZE, parse=parse_ints, defaults={"*": "128"},
          help="Context lengths (tokens per sequence).", one="Context length.", unit="tokens",
          doc="tokens per sequence", label="context {}", sep=" × "),

@@ -37,7 +37,7 @@ def column_keys(timed: bool = True) -> list[str]:
     return [key for key, _, _ in _MEMORY + _MODEL + (_TIME if timed else [])] + ["status"]
 
 
-def _share(share: float | None, noise: bool) -> Text | str:
+def _share_cell(share: float | None, noise: bool) -> Text | str:
     """A loss share as a percentage; `NOISE_SHARE` where it fell outside [0, 1]."""
     if noise:
         return Text(NOISE_SHARE, style="bold yellow")
@@ -90,8 +90,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             "peak_bytes": format_bytes(cell_value(row["peak_bytes"])), "status": status,
             "step_peak_bytes": format_bytes(cell_value(row["step_peak_bytes"])),
             "step_vs_base": _ratio(row["step_vs_base"]),
-            "loss_share": _share(row["loss_share"], row["loss_share_noise"]),
-            "loss_time_share": _share(row["loss_time_share"], row["loss_time_noise"])}
+            "loss_share": _share_cell(row["loss_share"], row["loss_share_noise"]),
+            "loss_time_share": _share_cell(row["loss_time_share"], row["loss_time_noise"])}
         if timed:
             median, tps, compile_s = (cell_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
             cells["time_ms_median"] = Text(format_ms(median)) + Text(NOISE_MARK if row["noisy"] else " ",

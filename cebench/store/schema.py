@@ -113,7 +113,8 @@ _PLACED: tuple[Column, ...] = (  # in the order of files written with schemas 1-
     Column("compile_s", "float", "s", "compiled variants: first call − median"),
     Column("flops", "int", "FLOP", "FLOPs of one step (2 per multiply-add) as `FlopCounterMode` counts them on "
            "`meta` tensors; compiled variants counted on their eager twin; empty where it cannot be trusted (a "
-           "custom op such as `torch-lce`'s, a Triton kernel) — see \"The limits\"", added=3),
+           "custom op without a Python kernel, a Triton kernel whose caller cebench does not follow) — see \"The "
+           "limits\"", added=3),
     Column("tflops_per_s", "float", "10¹² FLOP/s", "`flops` / median step time", added=3),
     Column("matmul_floor_ms", "float", "ms", "the step's full-size matmuls alone (logits, ∇h, ∇weight; sample: "
            "logits), measured on the same device and dtype, median; empty where its buffers did not fit", added=3),
