@@ -10,7 +10,8 @@ from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
 from cebench.losses import variants
-from cebench.measure.meta import OpaqueOp, counted, flop_counter, predict_peak
+from cebench.measure import series
+from cebench.measure.meta import OpaqueOp, predict_peak
 from cebench.models import training
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import Result, Status
@@ -40,9 +41,8 @@ def predict(config: Config) -> Result:
         if alone.status != Status.OK:
             result.status, result.error = alone.status, alone.error
             return result
-    counter = flop_counter()
-    try:  # the FLOPs of the same meta step, as `count_flops` counts a measured row's
-        reading = predict_peak(config, counter)
+    try:  # with the FLOPs of the same meta step, as `count_flops` counts a measured row's
+        reading, flops = series.predicted(config)
     except OpaqueOp as exc:
         result.status, result.error = Status.UNSUPPORTED, str(exc)
         return result
@@ -52,7 +52,7 @@ def predict(config: Config) -> Result:
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
     result.note = reading.note  # what the trace did not run (Triton launches skipped)
-    result.flops = counted(counter)
+    result.flops = flops
     if config.has_model:
         _model_columns(result, config, reading.state_bytes)
     if result.flops is not None and target.bf16_flops and config.dtype in ("bf16", "fp16"):
@@ -165,7 +165,9 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
 
     def peak(batch: int) -> int:
         if batch not in cache:
-            cache[batch] = predict_peak(replace(config, batch=batch)).peak_bytes
+            point = replace(config, batch=batch)
+            found = series.series(point, flops=False)  # shared by every batch of its residue
+            cache[batch] = (found.reading(batch)[0] if found else predict_peak(point)).peak_bytes
         return cache[batch]
 
     h_bound = budget // (config.context * config.d_model * ITEMSIZE[config.dtype])  # h alone must fit

@@ -72,7 +72,10 @@ class Variant:
     `supports` names the loss semantics (`cebench.core.axes.FEATURES`) it takes as
     keywords; a point asking for another is `unsupported`. On the devices in
     `interpreted_on` its kernels run under an interpreter: it runs there, but its memory
-    and time are not those of the hardware it was written for.
+    and time are not those of the hardware it was written for. `affine_in_rows`: its step
+    is a fixed sequence of ops plus one identical iteration per `ce_chunk` rows (none
+    without chunks), every buffer's bytes affine in the rows, so a prediction at any size
+    is extrapolated from a few small ones (`cebench.measure.series`).
     """
 
     name: str
@@ -89,6 +92,7 @@ class Variant:
     on_request_on: tuple[str, ...] = ()  # devices where it runs, but only when named (too slow for a default)
     supports: frozenset[str] = frozenset()
     interpreted_on: tuple[str, ...] = ()
+    affine_in_rows: bool = False
 
     def load(self) -> Fn:
         """The eager function (its module imported now, when `fn` is a path)."""
@@ -258,16 +262,17 @@ _IMPL = "cebench.losses.builtin"
 ALL_FEATURES = frozenset({"softcap", "label_smoothing", "z_loss", "reduction"})
 _dense = register(Variant("dense", LOSS, f"{_IMPL}:dense_cross_entropy", chunked=False, compiled=False,
                           summary="F.linear + F.cross_entropy on fp32-upcast full logits", baseline=True,
-                          supports=ALL_FEATURES))
+                          supports=ALL_FEATURES, affine_in_rows=True))
 _chunked = register(Variant("chunked", LOSS, f"{_IMPL}:vendored_chunked_cross_entropy", chunked=True,
-                            compiled=False, summary="vendored chunked_cross_entropy (checkpointed chunks)"))
+                            compiled=False, summary="vendored chunked_cross_entropy (checkpointed chunks)",
+                            affine_in_rows=True))
 register(compiled(_dense))
 register(compiled(_chunked))
 TORCH_LCE = Requires(torch_attr="linear_cross_entropy", torch_version="2.13")
 LCE_FEATURES = frozenset({"label_smoothing", "reduction"})
 register(Variant("torch-lce", LOSS, f"{_IMPL}:torch_linear_cross_entropy", chunked=True, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions(batch_chunk_size=ce_chunk)",
-                 requires=TORCH_LCE, supports=LCE_FEATURES))
+                 requires=TORCH_LCE, supports=LCE_FEATURES, affine_in_rows=True))
 register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_auto", chunked=False, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions() (torch picks the chunks)",
                  requires=TORCH_LCE, on_request_on=("cpu",), supports=LCE_FEATURES))  # CPU: 2-row chunks, ~17x dense
@@ -281,8 +286,9 @@ register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunke
                  requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),)),
                  supports=frozenset({"softcap", "reduction"})))
 register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
-                 summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True))
+                 summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True,
+                 affine_in_rows=True))
 register(Variant("chunked-sample", SAMPLE, f"{_IMPL}:vendored_chunked_sample", chunked=True, compiled=False,
-                 summary="vendored sample_tokens_chunked"))
+                 summary="vendored sample_tokens_chunked", affine_in_rows=True))
 discover()
 

@@ -27,6 +27,7 @@ from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
 from cebench.measure import data_reads, triton_launches
 from cebench.measure.device_view import seen_as
+from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
 from cebench.models import training as training_mod
 from cebench.models.model import Model, resolve_model
@@ -73,6 +74,8 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     state = None if training is None else training.state_bytes(target.block_bytes, lambda t: t.device.type in on)
     before = [t for t in before if t.device.type in on]
     tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
+    if not _reads_data(config):  # an op's outputs on meta are remembered: the ops below the tracker are known
+        tracker.cache = OpCache(counter)
     step = steady.make(tracker.wrap(steady.fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
@@ -137,14 +140,20 @@ def _peers_run(config: Config, answers: data_reads.Answers) -> Iterator[triton_l
     after it). Only a peer whose Python is followed around its kernels reads data: another
     step is spared the extra dispatch mode (a quarter of a model step's trace time)."""
     target = devices.get(config.device)
-    variant = variants.REGISTRY.get(config.variant)
-    needs_triton = variant is not None and bool(variant.interpreted_on)  # its kernels are Triton's
+    needs_triton = _reads_data(config)
     reads = (answers.data_factories(), answers) if needs_triton else ()
     with seen_as(target.kind, targets_mod.BY_NAME.get(config.device)), \
             triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, contextlib.ExitStack() as stack:
         for context in reads:
             stack.enter_context(context)
         yield skipped
+
+
+def _reads_data(config: Config) -> bool:
+    """Whether `config`'s variant is a peer whose Python is followed around its Triton kernels
+    (which skip their launches and have their reads of data answered)."""
+    variant = variants.REGISTRY.get(config.variant)
+    return variant is not None and bool(variant.interpreted_on)
 
 
 def _on(config: Config) -> frozenset[str]:

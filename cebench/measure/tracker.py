@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
+from cebench.measure.op_cache import OpCache
 from cebench.measure.patched import patched
 from cebench.measure.timeline import (
     BACKWARD,
@@ -71,6 +72,7 @@ class StorageTracker(TorchDispatchMode):
         self.opaque: set[str] = set()  # custom ops seen: their internal buffers are invisible here
         self.transparent: set[str] = set()  # custom ops run by their Python kernel: their buffers are seen
         self.skipped = ""  # what the traced step launched and did not run (`meta.trace`: Triton launches)
+        self.cache: OpCache | None = None  # answers ops on meta seen before (`meta.trace` sets it)
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -116,6 +118,8 @@ class StorageTracker(TorchDispatchMode):
         if kernel is not None:
             with self:  # the kernel's own ops come through here (and through any mode below: a FLOP counter)
                 out = kernel(*args, **(kwargs or {}))
+        elif self.cache is not None:
+            out = self.cache.run(func, args, kwargs or {}, lambda: func(*args, **(kwargs or {})))
         else:
             out = func(*args, **(kwargs or {}))
         for value in tree_flatten(out)[0]:

@@ -1,0 +1,158 @@
+"""Predictions whose cost does not grow with the loop they predict (`cebench.measure.series`):
+a step extrapolated from three small traces equals its whole trace to the byte and the FLOP,
+for every batch of every residue, on every kind of target (CUDA's 2 MiB segments included),
+for the loss alone, the sampler and a model's step; a huge batch costs three traces; a
+variant that does not declare its loop is traced whole."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cebench.core.config import Config
+from cebench.measure import meta, series
+from cebench.measure.meta import counted, flop_counter, predict_peak
+from cebench.run.grid import GridOptions
+
+SMALL = {"model_type": "llama", "vocab_size": 211, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 6,
+         "num_key_value_heads": 2, "intermediate_size": 40, "tie_word_embeddings": False}
+
+
+def point(target: str, **grid: str) -> Config:
+    return GridOptions(**{"batch": "1", **grid}).grid(target).expand()[0]
+
+
+def whole(config: Config) -> tuple[int, int, int | None, int | None]:
+    counter = flop_counter()
+    reading = predict_peak(config, counter)
+    return reading.base_bytes, reading.peak_bytes, reading.state_bytes, counted(counter)
+
+
+def extrapolated(config: Config) -> tuple[int, int, int | None, int | None] | None:
+    found = series.series(config)
+    if found is None:
+        return None
+    reading, flops = found.reading(config.batch)
+    return reading.base_bytes, reading.peak_bytes, reading.state_bytes, flops
+
+
+def assert_every_batch_equal(config: Config, periods: int = 2) -> None:
+    step = series.period(config)
+    assert step is not None
+    checked = 0
+    for batch in range(1, (series.SAMPLES + periods) * step + 1):
+        at = replace(config, batch=batch)
+        got = extrapolated(at)
+        if got is None:  # below the samples: traced whole
+            assert batch < batch % step + series.SAMPLES * step
+            continue
+        assert got == whole(at), batch
+        checked += 1
+    assert checked >= step * periods
+
+
+LOSS = {"context": "6", "vocab": "50", "d_model": "8", "ce_chunk": "10"}
+
+
+@pytest.mark.parametrize(("variant", "target", "extra"), [
+    ("chunked", "cpu", {}),
+    ("chunked", "cpu", {"grads": "keep"}),
+    ("chunked", "cuda", {"retain_graph": "yes", "dtype": "bf16"}),
+    ("chunked", "h100-80gb", {"dtype": "bf16"}),
+    ("torch-lce", "cpu", {"reduction": "none"}),
+    ("torch-lce", "h100-80gb", {"dtype": "bf16", "grads": "keep"}),
+    ("dense", "cuda", {"label_smoothing": "0.1", "dtype": "bf16"}),
+    ("chunked-sample", "cpu", {"workload": "sample"}),
+])
+def test_the_loss_alone_extrapolated_equals_its_whole_trace(variant, target, extra):
+    """Context 6 and chunks of 10 rows: a period is 5 sequences (3 chunks), the last chunk
+    partial in four of its five residues."""
+    assert_every_batch_equal(point(target, variant=variant, **LOSS, **extra))
+
+
+def test_cuda_segments_are_charged_at_the_batch_asked_for():
+    """Chunks of 64 rows × 50,000 fp32 logits (12.8 MB): each a 2 MiB-rounded segment, whose
+    rounding is not affine in the batch, while the rows' bytes are."""
+    config = point("cuda", variant="chunked", context="24", vocab="50000", d_model="8", ce_chunk="64", dtype="bf16")
+    assert series.period(config) == 8
+    for batch in (37, 61, 93, 160):
+        at = replace(config, batch=batch)
+        assert extrapolated(at) == whole(at), batch
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("model") / "config.json"
+    path.write_text(json.dumps(SMALL))
+    return str(path)
+
+
+@pytest.mark.parametrize(("variant", "target", "checkpointing"), [
+    ("chunked", "cpu", "blocks"), ("chunked", "h100-80gb", "none"), ("dense", "h100-80gb", "blocks"),
+])
+def test_a_model_step_extrapolated_equals_its_whole_trace(small, variant, target, checkpointing):
+    dtype = "fp32" if target == "cpu" else "bf16"
+    config = point(target, variant=variant, model=small, context="6", ce_chunk="10", dtype=dtype,
+                   activation_checkpointing=checkpointing)
+    assert_every_batch_equal(config, periods=1)
+
+
+def test_a_huge_batch_costs_three_small_traces(monkeypatch):
+    """`fit --ce-chunk 4` at a batch of 10⁵ chunks: three traces of a few chunks each."""
+    traced: list[int] = []
+    real = series.trace
+
+    def counting(config: Config, *args, **kwargs):
+        traced.append(config.batch)
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(series, "trace", counting)
+    series._series.cache_clear()
+    config = point("cpu", variant="chunked", context="8", vocab="512", d_model="16", ce_chunk="4", batch="50001")
+    reading, flops = series.predicted(config)
+    assert traced == [4, 5, 6]  # 50,001 ≡ 1 (mod 1): four periods (8 chunks), then one more each
+    assert flops == 6 * 50001 * 8 * 512 * 16 * 4 // 3  # 2 FLOPs per multiply-add: forward, recompute, 2 backward
+    # On a CPU each checkpointed chunk keeps the RNG state it saved (5,056 B) until the backward reaches it:
+    # 100,002 of them; beside them three (N, d_model) fp32 buffers: h's gradient, the chunk's slice_backward
+    # zeros and their sum; and one chunk's transients, less than three fp32 (4, 512) logits buffers.
+    chunks, h_bytes = 50001 * 8 // 4, 50001 * 8 * 16 * 4
+    rest = reading.peak_bytes - reading.base_bytes - chunks * 5056 - 3 * h_bytes
+    assert 0 < rest < 3 * 4 * 512 * 4
+
+
+def test_variants_that_do_not_declare_their_loop_are_traced_whole(monkeypatch):
+    config = point("h100-80gb", variant="torch-lce-auto", context="6", vocab="50", d_model="8", dtype="bf16")
+    assert series.period(config) is None
+    assert series.predicted(replace(config, batch=1000)) == (predict_peak(replace(config, batch=1000)),
+                                                             meta.count_flops(replace(config, batch=1000)))
+
+
+def test_insertions_are_found_as_repeated_runs():
+    s0 = list("ab" + "xyz" * 3 + "c" + "pq" * 2 + "d")
+    s1 = list("ab" + "xyz" * 4 + "c" + "pq" * 3 + "d")
+    runs = series._insertions(s0, s1)
+    assert [length for _, _, length in runs] == [3, 2]
+    assert runs[0][0] == 2  # as early as the loop allows
+    with pytest.raises(series.NotRepeating):
+        series._insertions(list("abc"), list("abxc"))  # an insertion that repeats nothing
+    with pytest.raises(series.NotRepeating):
+        series._insertions(list("abcc"), list("abbc"))  # not an insertion at all
+
+
+def test_the_variants_declaring_their_loop():
+    from cebench.losses import variants
+
+    assert {v.name for v in variants.REGISTRY.values() if v.affine_in_rows and not v.compiled} == {
+        "dense", "chunked", "torch-lce", "dense-sample", "chunked-sample"}
+
+
+def test_a_user_build_is_traced_whole(tmp_path: Path):
+    build = tmp_path / "build.py"
+    build.write_text("import torch\n"
+                     "def build():\n"
+                     "    body = torch.nn.Embedding(50, 8)\n"
+                     "    return body, body.weight\n")
+    config = point("cpu", variant="chunked", model=f"{build}:build", context="6", ce_chunk="10")
+    assert series.period(config) is None
