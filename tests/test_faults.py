@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -322,14 +323,25 @@ def _stop(*args: object) -> None:
     raise _Stop
 
 
-def test_predict_and_fit_at_absurd_sizes_warn_before_they_start(monkeypatch):
+def test_predict_and_fit_at_absurd_sizes_warn_before_they_start(monkeypatch, tmp_path):
+    """Only where the step is traced whole: a user's chunked loss (the built-in chunked loss
+    is extrapolated from a few chunks, whatever its N)."""
+    loss = tmp_path / "mine.py"
+    loss.write_text("import torch.nn.functional as F\n"
+                    "def ce(h, weight, targets, ce_chunk):\n"
+                    "    return F.cross_entropy(h @ weight.T, targets)\n")
+    spec = f"{loss}:ce"
     monkeypatch.setattr("cebench.analyze.predict.predict", _stop)
     with pytest.warns(InputWarning, match=r"predict: 4,882,813 chunks of meta ops"), pytest.raises(_Stop):
-        api.predict(target="cpu", variant="chunked", batch=100_000, context=100_000, ce_chunk=2048)
+        api.predict(target="cpu", variant=f"chunked,{spec}", batch=100_000, context=100_000, ce_chunk=2048)
     monkeypatch.undo()
     monkeypatch.setattr("cebench.analyze.predict.fit", _stop)
     with pytest.warns(InputWarning, match=r"fit \(at --max-batch 4,096\): 200,000 chunks"), pytest.raises(_Stop):
-        api.fit(2**40, target="cpu", variant="chunked", context=100_000, ce_chunk=2048, d_model=8, vocab=100)
+        api.fit(2**40, target="cpu", variant=spec, context=100_000, ce_chunk=2048, d_model=8, vocab=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputWarning)
+        with pytest.raises(_Stop):
+            api.fit(2**40, target="cpu", variant="chunked", context=100_000, ce_chunk=2048, d_model=8, vocab=100)
     result = invoke("fit", "--budget", "80GiB", "--max-batch", "99999999999", "--context", "100000")
     assert result.exit_code == 2 and "--max-batch: 99,999,999,999 sequences" in result.stderr
 

@@ -109,7 +109,7 @@ def test_a_huge_batch_costs_three_small_traces(monkeypatch):
         return real(config, *args, **kwargs)
 
     monkeypatch.setattr(series, "trace", counting)
-    series._series.cache_clear()
+    series._batch_series.cache_clear()
     config = point("cpu", variant="chunked", context="8", vocab="512", d_model="16", ce_chunk="4", batch="50001")
     reading, flops = series.predicted(config)
     assert traced == [4, 5, 6]  # 50,001 ≡ 1 (mod 1): four periods (8 chunks), then one more each
@@ -156,3 +156,64 @@ def test_a_user_build_is_traced_whole(tmp_path: Path):
                      "    return body, body.weight\n")
     config = point("cpu", variant="chunked", model=f"{build}:build", context="6", ce_chunk="10")
     assert series.period(config) is None
+
+
+# Seven blocks: extrapolated along them from traces of 2, 3 and 4 (`series.layers`).
+DEEP = {"hidden_size": 24, "intermediate_size": 40, "num_hidden_layers": 7, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 101}
+DEEP_TYPES = {
+    "llama": {"model_type": "llama", **DEEP},
+    "gemma2": {"model_type": "gemma2", **DEEP, "head_dim": 8, "query_pre_attn_scalar": 8,
+               "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0},
+    "gpt2": {"model_type": "gpt2", "n_embd": 24, "n_layer": 7, "n_head": 4, "n_positions": 16, "vocab_size": 101},
+}
+
+
+def deep(tmp_path: Path, model_type: str) -> str:
+    path = tmp_path / f"{model_type}.json"
+    path.write_text(json.dumps(DEEP_TYPES[model_type]))
+    return str(path)
+
+
+@pytest.mark.parametrize(("model_type", "variant", "target", "checkpointing", "optimizer"), [
+    ("llama", "chunked", "cpu", "blocks", "adamw"),
+    ("llama", "dense", "h100-80gb", "none", "adamw"),
+    ("llama", "torch-lce-auto", "h100-80gb", "blocks", "sgd"),
+    ("gemma2", "torch-lce", "cpu", "none", "none"),
+    ("gpt2", "dense", "cuda", "blocks", "adamw"),
+])
+def test_a_model_step_extrapolated_along_its_blocks_equals_its_whole_trace(
+        tmp_path, model_type, variant, target, checkpointing, optimizer):
+    """AdamW loops over every parameter, checkpointing saves every block's inputs (and on a
+    CPU its RNG state), a tied head (gpt2) is one parameter: every variant's step, any model."""
+    dtype = "fp32" if target == "cpu" else "bf16"
+    config = point(target, variant=variant, model=deep(tmp_path, model_type), context="6", ce_chunk="10",
+                   dtype=dtype, activation_checkpointing=checkpointing, optimizer=optimizer, batch="3")
+    assert series.layers(config) == 7
+    got, flops = series.predicted(config)
+    assert (got.base_bytes, got.peak_bytes, got.state_bytes, flops) == whole(config)
+
+
+def test_blocks_and_batch_extrapolated_together_equal_the_whole_trace(tmp_path, monkeypatch):
+    """A chunked loss at a large batch inside a deep model: the batch's three samples are each
+    written out from three traces of 2, 3 and 4 blocks; nothing is traced with 7."""
+    config = point("h100-80gb", variant="chunked", model=deep(tmp_path, "llama"), context="6", ce_chunk="10",
+                   dtype="bf16", activation_checkpointing="blocks")
+    traced: list[tuple[int, int | None]] = []
+    real = series.trace
+
+    def counting(config: Config, *args, **kwargs):
+        traced.append((config.batch, kwargs.get("layers")))
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(series, "trace", counting)
+    for batch in (61, 62, 64):  # three residues of a period of 5 sequences
+        at = replace(config, batch=batch)
+        got, flops = series.predicted(at)
+        assert (got.base_bytes, got.peak_bytes, got.state_bytes, flops) == whole(at), batch
+    assert {layers for _, layers in traced} == {2, 3, 4}
+    assert len(traced) == 3 * 3 * 3  # per residue: three batches, each three block counts
+
+
+def test_a_shallow_model_is_not_extrapolated_along_its_blocks(small):
+    assert series.layers(point("cpu", variant="dense", model=small, context="6")) is None

@@ -11,7 +11,7 @@ from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
 from cebench.losses import variants
 from cebench.measure import series
-from cebench.measure.meta import OpaqueOp, predict_peak
+from cebench.measure.meta import OpaqueOp
 from cebench.models import training
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import Result, Status
@@ -86,7 +86,7 @@ def _body_peak(body: Config, model: Model) -> int | None:
     the resolved model, which a changed config.json changes); None when it cannot be
     predicted (the loss's row stands, its body column empty)."""
     try:
-        return predict_peak(body).peak_bytes
+        return series.predicted(body, flops=False)[0].peak_bytes
     except Exception:  # an op without a meta kernel in a user's body, say
         return None
 
@@ -159,15 +159,16 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     Probes at 8 and 16 chunks' worth of sequences (dense: batch 8, 16) give the
     slope of peak against batch; secant steps from there find where it crosses the budget
     (a model's step peaks in its optimizer step at small batches, in its activations at
-    large ones), and `largest_fitting` starts from that guess.
-    Chunked predictions cost a dozen meta ops per chunk, hence the batch limit."""
+    large ones), and `largest_fitting` starts from that guess. Each probe is extrapolated where
+    it can be (`cebench.measure.series`): its cost grows neither with its chunks nor with its
+    model's blocks."""
     cache: dict[int, int] = {}
 
     def peak(batch: int) -> int:
         if batch not in cache:
             point = replace(config, batch=batch)
-            found = series.series(point, flops=False)  # shared by every batch of its residue
-            cache[batch] = (found.reading(batch)[0] if found else predict_peak(point)).peak_bytes
+            # extrapolated where it can be, from traces shared by every batch of its residue
+            cache[batch] = series.predicted(point, flops=False, whole_below=0)[0].peak_bytes
         return cache[batch]
 
     h_bound = budget // (config.context * config.d_model * ITEMSIZE[config.dtype])  # h alone must fit

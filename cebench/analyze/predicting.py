@@ -138,8 +138,11 @@ META_CHUNKS = 100_000  # chunks of meta ops beyond which a prediction earns a wa
 
 def warn_meta_work(points: Iterable[Config], command: str) -> None:
     """An `InputWarning` before predicting `points` when their steps would run more than
-    `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk)."""
-    points = list(points)
+    `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk). A
+    step extrapolated along the batch (`series.period`) runs a few chunks, whatever its N."""
+    from cebench.measure import series
+
+    points = [p for p in points if series.period(p) is None]
     chunks = sum(-(-p.tokens // p.ce_chunk) if p.ce_chunk else 1 for p in points)
     if chunks > META_CHUNKS:
         largest = max(p.tokens for p in points)

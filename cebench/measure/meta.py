@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 import torch
@@ -45,12 +45,13 @@ class OpaqueOp(Exception):
 
 
 @overload
-def trace(config: Config, tracker_type: type[Tracker],
-          counter: FlopCounterMode | None = None) -> tuple[Tracker, int, int | None]: ...
+def trace(config: Config, tracker_type: type[Tracker], counter: FlopCounterMode | None = None,
+          layers: int | None = None) -> tuple[Tracker, int, int | None]: ...
 @overload
-def trace(config: Config, *, counter: FlopCounterMode | None = None) -> tuple[StorageTracker, int, int | None]: ...
+def trace(config: Config, *, counter: FlopCounterMode | None = None,
+          layers: int | None = None) -> tuple[StorageTracker, int, int | None]: ...
 def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
-          counter: FlopCounterMode | None = None) -> tuple[StorageTracker, int, int | None]:
+          counter: FlopCounterMode | None = None, layers: int | None = None) -> tuple[StorageTracker, int, int | None]:
     """One step of `config` on `meta` inputs under a new `tracker_type` (and `counter`, which
     counts that step alone): the tracker after it, the bytes of the storages the step
     starts with (inputs, kept gradients; a model's parameters and optimizer state) on the
@@ -61,9 +62,10 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     custom op. A peer's code runs as on the target (`_peers_run`): it sees the target's
     device, its Triton launches do nothing (`tracker.skipped` says which it made) and its
     reads of data are answered (`cebench.measure.data_reads`); so does the untracked step
-    before it (`grads` keep)."""
+    before it (`grads` keep). `layers`: a preset's or config.json's model built with that
+    many blocks instead of its own (`cebench.measure.series` extrapolates along them)."""
     target = devices.get(config.device)
-    steady = _steady(config)
+    steady = _steady(config, layers)
     on = _on(config)
     answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
     answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX)
@@ -108,12 +110,13 @@ class _Steady:
     training: training_mod.Training | None
 
 
-def _steady(config: Config) -> _Steady:
+def _steady(config: Config, layers: int | None = None) -> _Steady:
     """`config`'s step on `meta` in steady state: with `grads` keep, `warm` runs one untracked
-    step first; a model's optimizer state is as `_model` gives it."""
+    step first; a model's optimizer state is as `_model` gives it, with `layers` blocks
+    (None: its own)."""
     if config.has_model:
         fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
-        model = _model(resolve_model(config.model), config.dtype, devices.get(config.device).kind,
+        model = _model(with_layers(resolve_model(config.model), layers), config.dtype, devices.get(config.device).kind,
                        config.optimizer, config.activation_checkpointing)
         training = training_mod.make(config, device="meta", model=model)
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
@@ -171,7 +174,17 @@ def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]
     return built.params, [t for t in training_mod.optimizer_state(optimizer) if t.device.type in on]
 
 
-@functools.lru_cache(maxsize=4)
+def with_layers(model: Model, layers: int | None) -> Model:
+    """`model` with `layers` blocks (None: as it is); only a preset's or config.json's model
+    (`Model.spec`) can be rebuilt so (`ValueError`)."""
+    if layers is None or model.spec is not None and layers == model.spec.n_layers:
+        return model
+    if model.spec is None:
+        raise ValueError(f"{model.name} is a user's build: cebench cannot change its blocks")
+    return replace(model, spec=replace(model.spec, n_layers=layers))
+
+
+@functools.lru_cache(maxsize=8)
 def _model(model: Model, dtype: str, kind: str, optimizer: Optimizer, checkpointing: Checkpointing,
            ) -> tuple[training_mod.Built, torch.optim.Optimizer | None]:
     """`model` on `meta` for a device of `kind` with its optimizer's state

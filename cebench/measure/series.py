@@ -15,13 +15,26 @@ with two), checks that every event's bytes are affine in the batch, and from tha
 any batch's peak, base, FLOPs and model state in time independent of the batch: the peak
 of k copies of an inserted run is its first copy's or its last copy's, in closed form.
 The allocator's rounding (`Device.block_bytes`) is applied to each event's bytes at the
-batch asked for, never extrapolated. When any check fails the step is traced whole
-(`predicted` falls back); tests compare both on shapes where both run.
+batch asked for, never extrapolated.
+
+A model's blocks are a loop too: a preset's or config.json's model (`layers`) is traced with
+`LAYERS`, `LAYERS + 1` and `LAYERS + 2` blocks (the first and last block differ from those
+between), aligned the same way with each event's bytes part of its signature (they do not
+change with the blocks; an optimizer's per-parameter loop repeats its ops every parameter
+but its bytes every block), and the storages the step starts with grow by one block's
+parameters and state per step. Every variant's step qualifies: the loss runs once, after
+the blocks. Both axes combine: each of a batch series' three samples is written out
+(`Series.sample`) from its own series along the blocks, so a deep model at a huge batch
+costs nine traces of a few blocks and a few chunks.
+
+When any check fails the step is traced whole (`predicted` falls back); tests compare both
+on shapes where both run.
 """
 from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -41,6 +54,8 @@ ALLOC, FREE = "+", "-"
 Signature = tuple[str, object]  # (ALLOC or FREE, the op that made the storage)
 SAMPLES = 4  # periods in the smallest traced batch: each loop has run a regular iteration between its first and last
 WORTH = 8  # periods beyond the smallest sample from which extrapolating is cheaper than one whole trace
+LAYERS = 2  # blocks in the smallest sample along a model's blocks: the first and the last block differ from the rest
+WORTH_LAYERS = 3  # blocks beyond the samples from which extrapolating along them is cheaper than a whole trace
 
 
 class EventTracker(StorageTracker):
@@ -83,7 +98,9 @@ def _round(granularity: int, nbytes: int) -> int:
 
 @dataclass(frozen=True)
 class _Sample:
-    """One traced batch, as `Series` needs it."""
+    """One traced step, as `Series` needs it: its storage events (raw bytes), the raw bytes
+    of the storages it starts with, its FLOPs (None: not counted), the threads that ran a
+    matmul, its skipped-launch note and a model's state bytes."""
 
     events: list[tuple[Signature, int]]
     before: list[int]
@@ -93,11 +110,12 @@ class _Sample:
     state: int | None
 
 
-def _sample(config: Config, flops: bool) -> tuple[_Sample, Callable[[int], int]]:
+def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sample, Callable[[int], int]]:
     """`config`'s step traced on meta with its events logged (and its FLOPs counted: a
-    counter costs a model step's trace half as much again), and its target's `block`."""
+    counter costs a model step's trace half as much again), its model with `layers` blocks
+    (None: its own), and its target's `block`."""
     counter = flop_counter() if flops else None
-    tracker, _, state = trace(config, EventTracker, counter)
+    tracker, _, state = trace(config, EventTracker, counter, layers=layers)
     total = None if counter is None else counted(counter)
     return _Sample(tracker.events, tracker.before, total, frozenset(tracker.blas),
                    tracker.skipped, state), tracker.block
@@ -105,8 +123,9 @@ def _sample(config: Config, flops: bool) -> tuple[_Sample, Callable[[int], int]]
 
 @dataclass(frozen=True)
 class _Run:
-    """A run of events inserted once per period before template event `at`: each event's
-    signature, its bytes at one period (`first`) and their growth per period (`slope`)."""
+    """A run of events inserted once per step along the axis before template event `at`:
+    each event's signature, its bytes at k = 1 (`first`) and their growth per step (`slope`);
+    at k, k copies alike."""
 
     at: int
     signatures: tuple[Signature, ...]
@@ -118,7 +137,7 @@ class NotRepeating(Exception):
     """The sampled traces are not one fixed sequence with whole iterations inserted."""
 
 
-def _insertions(s0: Sequence[Signature], s1: Sequence[Signature]) -> list[tuple[int, int, int]]:
+def _insertions(s0: Sequence[object], s1: Sequence[object]) -> list[tuple[int, int, int]]:
     """(position in s0, start in s1, length) of each run of events s1 inserts into s0, each
     a repeat of the events before it in s1 (a loop's extra iteration). `NotRepeating` when
     s1 is not s0 with such runs inserted."""
@@ -128,7 +147,7 @@ def _insertions(s0: Sequence[Signature], s1: Sequence[Signature]) -> list[tuple[
     return found
 
 
-def _align(s0: Sequence[Signature], s1: Sequence[Signature], i: int, j: int, floor_i: int, floor_j: int,
+def _align(s0: Sequence[object], s1: Sequence[object], i: int, j: int, floor_i: int, floor_j: int,
            ) -> list[tuple[int, int, int]] | None:
     """`_insertions` from s0[i:] and s1[j:] on, no run placed before (floor_i, floor_j), the
     end of the run found before it; None when there is no such alignment. At each place
@@ -153,20 +172,20 @@ def _align(s0: Sequence[Signature], s1: Sequence[Signature], i: int, j: int, flo
 
 
 class Series:
-    """The traces of a step at batches `first`, `first + period` and `first + 2·period`,
-    aligned: any batch `first + k·period` (k ≥ 0) is answered from them (`reading`,
-    `flops`). `NotRepeating` when they do not repeat as the module says."""
+    """Three traced samples of a step along one axis (a batch in sequences, or a model's
+    blocks) at `first`, `first + period` and `first + 2·period`, aligned: any value `first +
+    k·period` (k ≥ 0) is answered from them (`reading`; `sample` writes its events out).
+    `NotRepeating` when they do not repeat as the module says. `same_bytes`: along this axis
+    an event's bytes do not change, so the traces are aligned on them too (an optimizer's
+    loop over parameters repeats its ops every parameter, its bytes every block)."""
 
-    def __init__(self, config: Config, first: int, period: int, flops: bool = True) -> None:
-        self.config, self.first, self.period = config, first, period
-        samples = []
-        for k in range(3):
-            sample, self._block = _sample(replace(config, batch=first + k * period), flops)
-            samples.append(sample)
+    def __init__(self, samples: Sequence[_Sample], block: Callable[[int], int], device: str, first: int,
+                 period: int, same_bytes: bool = False) -> None:
+        self.block, self._device, self.first, self.period = block, device, first, period
         s0, s1, s2 = samples
-        if len({(s.blas, s.skipped, s.state) for s in samples}) != 1 or len({len(s.before) for s in samples}) != 1:
-            raise NotRepeating("the traces differ in what they launch or start with")
-        sig0, sig1, sig2 = ([e[0] for e in s.events] for s in samples)
+        if len({(s.blas, s.skipped) for s in samples}) != 1:
+            raise NotRepeating("the traces differ in what they launch")
+        sig0, sig1, sig2 = (s.events if same_bytes else [e[0] for e in s.events] for s in samples)
         inserted = _insertions(sig0, sig1)
         runs, at2, j1 = [], 0, 0  # index into s2 while walking s0 with each run doubled
         template_slope = []
@@ -175,16 +194,17 @@ class Series:
             for i in range(position, at):  # template events before this run
                 v0, v1, v2 = s0.events[i][1], s1.events[i + j1][1], s2.events[at2][1]
                 if sig2[at2] != sig0[i] or v2 - v1 != v1 - v0:
-                    raise NotRepeating(f"event {i} is not affine in the batch")
+                    raise NotRepeating(f"event {i} is not affine along the axis")
                 template_slope.append(v1 - v0)
                 at2 += 1
             position = at
             if not length:
                 break
-            signatures = tuple(sig1[start:start + length])
+            keys = tuple(sig1[start:start + length])
+            signatures = tuple(sig for sig, _ in s1.events[start:start + length])
             once = [v for _, v in s1.events[start:start + length]]
             twice = [v for _, v in s2.events[at2:at2 + 2 * length]]
-            if tuple(sig2[at2:at2 + 2 * length]) != signatures * 2 or twice[:length] != twice[length:]:
+            if tuple(sig2[at2:at2 + 2 * length]) != keys * 2 or twice[:length] != twice[length:]:
                 raise NotRepeating(f"the run inserted at event {at} is not repeated")
             slope = tuple(t - o for t, o in zip(twice[:length], once, strict=True))
             runs.append(_Run(at, signatures, tuple(once), slope))
@@ -192,25 +212,26 @@ class Series:
             j1 += length
         if at2 != len(sig2):
             raise NotRepeating("the third trace has events the pattern lacks")
-        self._template = [(sig, v) for sig, v in s0.events]
+        self._template = s0.events
         self._template_slope = template_slope
         self._runs = runs
         self._samples = samples
-        for values in (s.before for s in samples), ([s.flops] for s in samples):
+        self._before = _Before(*(s.before for s in samples))
+        for values in ([s.flops] for s in samples), ([s.state] for s in samples):
             for a, b, c in zip(*values, strict=True):
-                if a is not None and (b is None or c is None or c - b != b - a):
-                    raise NotRepeating("the inputs or FLOPs are not affine in the batch")
+                if (a is None) != (c is None) or a is not None and (b is None or c - b != b - a):
+                    raise NotRepeating("the FLOPs or the model state are not affine along the axis")
 
-    def _k(self, batch: int) -> int:
-        k, rest = divmod(batch - self.first, self.period)
+    def _k(self, value: int) -> int:
+        k, rest = divmod(value - self.first, self.period)
         if rest or k < 0:
-            raise ValueError(f"batch {batch} is not {self.first} + k·{self.period}")
+            raise ValueError(f"{value} is not {self.first} + k·{self.period}")
         return k
 
-    def peak_delta(self, batch: int) -> int:
-        """The highest the step's own storages reach above what it starts with (bytes, as
-        the target's allocator charges them)."""
-        k, block = self._k(batch), self._block
+    def peak_delta(self, value: int) -> int:
+        """The highest the step's own storages reach above what it starts with at `value`
+        (bytes, as the target's allocator charges them)."""
+        k, block = self._k(value), self.block
         level = peak = 0
         runs = iter(self._runs)
         run = next(runs, None)
@@ -230,26 +251,70 @@ class Series:
         when a copy leaves the level lower or as it was, the last when it raises it."""
         if k == 0:
             return level, peak
-        block, step, high = self._block, 0, 0
+        block, step, high = self.block, 0, 0
         for (kind, _), first, slope in zip(run.signatures, run.first, run.slope, strict=True):
             step += _signed(kind, block(first + (k - 1) * slope))
             high = max(high, step)
         return level + k * step, max(peak, level + high + (k - 1) * max(step, 0))
 
-    def _affine(self, values: Sequence[int], k: int) -> int:
-        return values[0] + k * (values[1] - values[0])
+    def _affine(self, values: Sequence[int | None], k: int) -> int | None:
+        a, b = values[0], values[1]
+        return None if a is None or b is None else a + k * (b - a)
 
-    def reading(self, batch: int) -> tuple[MemoryReading, int | None]:
-        """The predicted reading of a step at `batch` (as `meta.predict_peak` gives it) and
+    def reading(self, value: int) -> tuple[MemoryReading, int | None]:
+        """The predicted reading of the step at `value` (as `meta.predict_peak` gives it) and
         its FLOPs (None when they cannot be counted)."""
-        k = self._k(batch)
+        k, s0 = self._k(value), self._samples[0]
+        target = devices.get(self._device)
+        base = self._before.charged(k, target.block_bytes) + target.workspace_bytes * len(s0.blas)
+        state = self._affine([s.state for s in self._samples], k)
+        flops = self._affine([s.flops for s in self._samples], k)
+        return MemoryReading(base, base + self.peak_delta(value), PREDICTED, state, note=s0.skipped), flops
+
+    def sample(self, value: int) -> _Sample:
+        """The step at `value` as its own trace would log it, written out from the pattern
+        (raw bytes: the allocator's rounding is applied by whoever reads them)."""
+        k = self._k(value)
+        events: list[tuple[Signature, int]] = []
+        runs = iter(self._runs)
+        run = next(runs, None)
+        for i, (signature, v0) in enumerate([*self._template, (None, 0)]):
+            while run is not None and run.at == i:
+                events += [(sig, first + (k - 1) * slope)
+                           for sig, first, slope in zip(run.signatures, run.first, run.slope, strict=True)] * k
+                run = next(runs, None)
+            if signature is not None:
+                events.append((signature, v0 + k * self._template_slope[i]))
         s0 = self._samples[0]
-        before = [self._affine([s.before[i] for s in self._samples], k) for i in range(len(s0.before))]
-        target = devices.get(self.config.device)
-        base = sum(target.block_bytes(n) for n in before)
-        base += target.workspace_bytes * len(s0.blas)
-        flops = None if s0.flops is None else self._affine([s.flops or 0 for s in self._samples], k)
-        return MemoryReading(base, base + self.peak_delta(batch), PREDICTED, s0.state, note=s0.skipped), flops
+        return _Sample(events, self._before.raw(k), self._affine([s.flops for s in self._samples], k), s0.blas,
+                       s0.skipped, self._affine([s.state for s in self._samples], k))
+
+
+class _Before:
+    """The storages a step starts with, along an axis: the same storages with bytes affine
+    in k (the batch's inputs), or the first sample's plus the same storages added at each
+    step (a model's blocks' parameters and optimizer state)."""
+
+    def __init__(self, b0: list[int], b1: list[int], b2: list[int]) -> None:
+        self._first = b0
+        if len(b0) == len(b1) == len(b2):
+            if any(c - b != b - a for a, b, c in zip(b0, b1, b2, strict=True)):
+                raise NotRepeating("the inputs are not affine along the axis")
+            self._slope, self._added = [b - a for a, b in zip(b0, b1, strict=True)], []
+            return
+        c0, c1, c2 = Counter(b0), Counter(b1), Counter(b2)
+        if c1 - c0 != c2 - c1 or c0 - c1 or c1 - c2:
+            raise NotRepeating("the storages a step starts with do not grow by the same ones each step")
+        self._slope, self._added = [0] * len(b0), sorted((c1 - c0).elements())
+
+    def raw(self, k: int) -> list[int]:
+        """Each storage's raw bytes at `k`."""
+        return [a + k * s for a, s in zip(self._first, self._slope, strict=True)] + self._added * k
+
+    def charged(self, k: int, block: Callable[[int], int]) -> int:
+        """Their bytes at `k` as the target's allocator charges them, in time independent of k."""
+        added = k * sum(block(n) for n in self._added)
+        return sum(block(a + k * s) for a, s in zip(self._first, self._slope, strict=True)) + added
 
 
 def _signed(kind: str, nbytes: int) -> int:
@@ -269,37 +334,73 @@ def period(config: Config) -> int | None:
     return chunk // math.gcd(chunk, config.context) if chunk else 1
 
 
+def layers(config: Config) -> int | None:
+    """The blocks of `config`'s model when a step of it is cheaper extrapolated along them than
+    traced whole (a preset or config.json model with `LAYERS + 2 + WORTH_LAYERS` or more),
+    else None. Every variant's step qualifies: its loss runs once, after the blocks."""
+    if not config.has_model:
+        return None
+    spec = resolve_model(config.model).spec
+    return spec.n_layers if spec is not None and spec.n_layers >= LAYERS + 2 + WORTH_LAYERS else None
+
+
 def series(config: Config, flops: bool = True) -> Series | None:
-    """The `Series` that answers `config` at its batch (with its FLOPs unless `flops` is
-    False), or None when there is none: not declared affine, the batch below the samples,
-    or traces that do not repeat. Shared by every batch of the same point and residue
-    (`fit` asks many)."""
+    """The batch `Series` that answers `config` at its batch, k = (batch − first) / period
+    (with its FLOPs unless `flops` is False), or None when there is none: not declared
+    affine, the batch below the samples, or traces that do not repeat. Shared by every batch
+    of the same point and residue (`fit` asks many)."""
     step = period(config)
     if step is None:
         return None
     first = config.batch % step + SAMPLES * step
     if config.batch < first:
         return None
-    return _series(replace(config, batch=first), step, flops)
+    return _batch_series(replace(config, batch=first), step, flops)
 
 
 @functools.lru_cache(maxsize=64)
-def _series(config: Config, step: int, flops: bool) -> Series | None:
+def _batch_series(config: Config, step: int, flops: bool) -> Series | None:
     try:
-        return Series(config, config.batch, step, flops)
+        pairs = [_sampled(replace(config, batch=config.batch + k * step), flops) for k in range(3)]
+        return Series([sample for sample, _ in pairs], pairs[0][1], config.device, config.batch, step)
     except NotRepeating:
         return None
 
 
-def predicted(config: Config, *, whole_below: int = WORTH) -> tuple[MemoryReading, int | None]:
-    """`config`'s predicted reading and FLOPs: from its `Series` when its batch is at least
+@functools.lru_cache(maxsize=64)
+def _layer_series(config: Config, flops: bool) -> Series | None:
+    try:
+        pairs = [_traced(config, flops, LAYERS + k) for k in range(3)]
+        return Series([sample for sample, _ in pairs], pairs[0][1], config.device, LAYERS, 1, same_bytes=True)
+    except NotRepeating:
+        return None
+
+
+def _sampled(config: Config, flops: bool) -> tuple[_Sample, Callable[[int], int]]:
+    """`config`'s step as a trace logs it: written out from its model's blocks' `Series`
+    where that is cheaper, else traced whole."""
+    blocks = layers(config)
+    found = None if blocks is None else _layer_series(config, flops)
+    if blocks is None or found is None:
+        return _traced(config, flops)
+    return found.sample(blocks), found.block
+
+
+def predicted(config: Config, *, flops: bool = True, whole_below: int = WORTH) -> tuple[MemoryReading, int | None]:
+    """`config`'s predicted reading and FLOPs (None when not counted: `flops` False, or a
+    step they cannot be counted in): from its batch `Series` when its batch is at least
     `whole_below` periods beyond the samples' first (extrapolation is then cheaper than
-    one trace), else from one whole trace (`meta.predict_peak`)."""
+    one trace), else from its model's blocks' `Series`, else from one whole trace."""
     step = period(config)
     if step is not None and config.batch >= config.batch % step + (SAMPLES + whole_below) * step:
-        found = series(config)
+        found = series(config, flops)
         if found is not None:
             return found.reading(config.batch)
-    counter = flop_counter()
+    blocks = layers(config)
+    by_layers = None if blocks is None else _layer_series(config, flops)
+    if blocks is not None and by_layers is not None:
+        return by_layers.reading(blocks)
+    counter = flop_counter() if flops else None
     reading = predict_peak(config, counter)
-    return reading, counted(counter)
+    return reading, None if counter is None else counted(counter)
+
