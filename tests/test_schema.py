@@ -191,3 +191,12 @@ def test_the_reference_prints_and_splices(capsys, tmp_path):
     assert stale.read_text() == f"intro\n{schema.START}\n{schema.reference()}{schema.END}\noutro\n"
     with pytest.raises(ValueError):
         schema.between("no markers")
+
+
+def test_a_count_beyond_int64_is_kept_as_a_float():
+    """A prediction at N = 10¹⁰ rows, vocab 256,000, d_model 8,192 counts 1.3·10²⁰ FLOPs."""
+    row = schema.Result.blank(cpu_config("dense"), "predicted")
+    row.flops, row.peak_bytes = 6 * 10**10 * 256_000 * 8192, 7
+    frame = to_frame([row])
+    assert frame["flops"].dtype == "float64" and frame["flops"].iloc[0] == pytest.approx(1.258e20, rel=1e-3)
+    assert frame["peak_bytes"].dtype == "Int64"

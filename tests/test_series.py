@@ -34,23 +34,26 @@ def extrapolated(config: Config) -> tuple[int, int, int | None, int | None] | No
     found = series.series(config)
     if found is None:
         return None
-    reading, flops = found.reading(config.batch)
+    reading, flops = found.reading(series.size(config))
     return reading.base_bytes, reading.peak_bytes, reading.state_bytes, flops
 
 
 def assert_every_batch_equal(config: Config, periods: int = 2) -> None:
+    """Every batch up to `periods` periods beyond the samples: a loss alone's period is in
+    rows, a batch adds `context` of them."""
     step = series.period(config)
     assert step is not None
+    per_batch = 1 if config.has_model else config.context
     checked = 0
-    for batch in range(1, (series.SAMPLES + periods) * step + 1):
+    for batch in range(1, (series.SAMPLES + periods) * step // per_batch + 2):
         at = replace(config, batch=batch)
-        got = extrapolated(at)
+        got, value = extrapolated(at), series.size(at)
         if got is None:  # below the samples: traced whole
-            assert batch < batch % step + series.SAMPLES * step
+            assert value < value % step + series.SAMPLES * step
             continue
         assert got == whole(at), batch
         checked += 1
-    assert checked >= step * periods
+    assert checked >= periods
 
 
 LOSS = {"context": "6", "vocab": "50", "d_model": "8", "ce_chunk": "10"}
@@ -67,8 +70,8 @@ LOSS = {"context": "6", "vocab": "50", "d_model": "8", "ce_chunk": "10"}
     ("chunked-sample", "cpu", {"workload": "sample"}),
 ])
 def test_the_loss_alone_extrapolated_equals_its_whole_trace(variant, target, extra):
-    """Context 6 and chunks of 10 rows: a period is 5 sequences (3 chunks), the last chunk
-    partial in four of its five residues."""
+    """Context 6 and chunks of 10 rows: a period is 10 rows, the last chunk partial in four
+    of the five residues a batch of 6 rows leaves."""
     assert_every_batch_equal(point(target, variant=variant, **LOSS, **extra))
 
 
@@ -76,7 +79,7 @@ def test_cuda_segments_are_charged_at_the_batch_asked_for():
     """Chunks of 64 rows × 50,000 fp32 logits (12.8 MB): each a 2 MiB-rounded segment, whose
     rounding is not affine in the batch, while the rows' bytes are."""
     config = point("cuda", variant="chunked", context="24", vocab="50000", d_model="8", ce_chunk="64", dtype="bf16")
-    assert series.period(config) == 8
+    assert series.period(config) == 64  # rows
     for batch in (37, 61, 93, 160):
         at = replace(config, batch=batch)
         assert extrapolated(at) == whole(at), batch
@@ -112,7 +115,7 @@ def test_a_huge_batch_costs_three_small_traces(monkeypatch):
     series._batch_series.cache_clear()
     config = point("cpu", variant="chunked", context="8", vocab="512", d_model="16", ce_chunk="4", batch="50001")
     reading, flops = series.predicted(config)
-    assert traced == [4, 5, 6]  # 50,001 ≡ 1 (mod 1): four periods (8 chunks), then one more each
+    assert traced == [16, 20, 24]  # rows: N = 400,008 ≡ 0 (mod 4): four periods (4 chunks), then one more each
     assert flops == 6 * 50001 * 8 * 512 * 16 * 4 // 3  # 2 FLOPs per multiply-add: forward, recompute, 2 backward
     # On a CPU each checkpointed chunk keeps the RNG state it saved (5,056 B) until the backward reaches it:
     # 100,002 of them; beside them three (N, d_model) fp32 buffers: h's gradient, the chunk's slice_backward

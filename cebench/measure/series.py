@@ -4,10 +4,10 @@ A chunked loss traced on meta runs its loop once per `ce_chunk` rows, so tracing
 O(N / ce_chunk). But the trace repeats itself: a step whose variant declares it
 (`Variant.affine_in_rows`) is a fixed sequence of storage events with one identical
 iteration per chunk, and every storage's bytes are affine in the batch. Batches that
-leave the same last, partial chunk (`period`: batch steps of `ce_chunk / gcd(ce_chunk,
-context)` sequences, a whole number of chunks) therefore give traces that differ only by
-whole iterations inserted into each loop, and by bytes that grow by the same amount per
-step.
+leave the same last, partial chunk (`period`: steps of `ce_chunk` rows for a loss alone,
+which sees N and nothing else; of `ce_chunk / gcd(ce_chunk, context)` sequences, a whole
+number of chunks, for a model's step) therefore give traces that differ only by whole
+iterations inserted into each loop, and by bytes that grow by the same amount per step.
 
 `Series` traces three such batches (`SAMPLES` periods and the next two), aligns their event
 sequences (the second is the first with one run of events inserted per loop, the third
@@ -322,16 +322,30 @@ def _signed(kind: str, nbytes: int) -> int:
 
 
 def period(config: Config) -> int | None:
-    """The batch step that adds whole iterations to `config`'s loops and keeps its last
-    chunk as it is (sequences), or None when its step is not declared affine in the rows
-    (`Variant.affine_in_rows`) or its model is a user's build."""
+    """The step along `config`'s batch axis (`size`) that adds whole iterations to its loops
+    and keeps its last chunk as it is, or None when its step is not declared affine in the
+    rows (`Variant.affine_in_rows`) or its model is a user's build."""
     name = config.variant
     if name != training_mod.BODY and not variants.get(name).affine_in_rows:
         return None
     if config.has_model and resolve_model(config.model).spec is None:
         return None
     chunk = config.ce_chunk
+    if not config.has_model:
+        return chunk or 1
     return chunk // math.gcd(chunk, config.context) if chunk else 1
+
+
+def size(config: Config) -> int:
+    """Where `config` lies along its batch axis: a model's step in sequences (its blocks see
+    them), a loss alone in rows, N (it sees nothing else, so a context of 100,000 tokens does
+    not make a period of whole sequences and whole chunks millions of rows long)."""
+    return config.batch if config.has_model else config.tokens
+
+
+def _sized(config: Config, value: int) -> Config:
+    """`config` at `value` along its batch axis (`size`): a loss alone as N rows of context 1."""
+    return replace(config, batch=value) if config.has_model else replace(config, batch=value, context=1)
 
 
 def layers(config: Config) -> int | None:
@@ -345,24 +359,26 @@ def layers(config: Config) -> int | None:
 
 
 def series(config: Config, flops: bool = True) -> Series | None:
-    """The batch `Series` that answers `config` at its batch, k = (batch − first) / period
-    (with its FLOPs unless `flops` is False), or None when there is none: not declared
-    affine, the batch below the samples, or traces that do not repeat. Shared by every batch
-    of the same point and residue (`fit` asks many)."""
+    """The `Series` along the batch that answers `config` at `size(config)` (with its FLOPs
+    unless `flops` is False), or None when there is none: not declared affine, the batch
+    below the samples, or traces that do not repeat. Shared by every batch of the same
+    point and residue (`fit` asks many)."""
     step = period(config)
     if step is None:
         return None
-    first = config.batch % step + SAMPLES * step
-    if config.batch < first:
+    value = size(config)
+    first = value % step + SAMPLES * step
+    if value < first:
         return None
-    return _batch_series(replace(config, batch=first), step, flops)
+    return _batch_series(_sized(config, first), step, flops)
 
 
 @functools.lru_cache(maxsize=64)
 def _batch_series(config: Config, step: int, flops: bool) -> Series | None:
     try:
-        pairs = [_sampled(replace(config, batch=config.batch + k * step), flops) for k in range(3)]
-        return Series([sample for sample, _ in pairs], pairs[0][1], config.device, config.batch, step)
+        first = size(config)
+        pairs = [_sampled(_sized(config, first + k * step), flops) for k in range(3)]
+        return Series([sample for sample, _ in pairs], pairs[0][1], config.device, first, step)
     except NotRepeating:
         return None
 
@@ -391,11 +407,11 @@ def predicted(config: Config, *, flops: bool = True, whole_below: int = WORTH) -
     step they cannot be counted in): from its batch `Series` when its batch is at least
     `whole_below` periods beyond the samples' first (extrapolation is then cheaper than
     one trace), else from its model's blocks' `Series`, else from one whole trace."""
-    step = period(config)
-    if step is not None and config.batch >= config.batch % step + (SAMPLES + whole_below) * step:
+    step, value = period(config), size(config)
+    if step is not None and value >= value % step + (SAMPLES + whole_below) * step:
         found = series(config, flops)
         if found is not None:
-            return found.reading(config.batch)
+            return found.reading(value)
     blocks = layers(config)
     by_layers = None if blocks is None else _layer_series(config, flops)
     if blocks is not None and by_layers is not None:

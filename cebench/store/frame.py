@@ -109,10 +109,15 @@ def latest(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    """Integer columns as nullable Int64, float columns as float64, the rest as text."""
+    """Integer columns as nullable Int64 (float64 where a value is beyond int64: the FLOPs of
+    a prediction at N = 10¹⁰ rows, say), float columns as float64, the rest as text."""
     frame = frame.copy()
     for column in INT_COLUMNS:
-        frame[column] = pd.to_numeric(frame[column]).astype("Int64")
+        numbers = pd.to_numeric(frame[column])
+        try:
+            frame[column] = numbers.astype("Int64")
+        except OverflowError:
+            frame[column] = numbers.astype("float64")
     for column in FLOAT_COLUMNS:
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
     return frame
