@@ -3,6 +3,7 @@ before the first point, and one clean line for every bad input."""
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,11 @@ from cebench.core.errors import UsageError
 from cebench.run import plan
 from cebench.store.files import check_out
 from cebench.store.frame import load
-from cebench.store.schema import KEY_COLUMNS
+from cebench.store.schema import COLUMNS, KEY_COLUMNS
 
 CEBENCH = Path(sys.executable).parent / "cebench"
 MISBEHAVING = Path(__file__).parent / "data" / "misbehaving.py"
+OLD_CSV = Path(__file__).resolve().parents[1] / "results" / "baseline.csv"  # an older schema: no time_ms_samples
 GRID = ["--device", "cpu", "--variant", "dense,chunked", "--batch", "1,2", "--context", "16", "--vocab", "600",
         "--d-model", "16", "--ce-chunk", "8", "--repeats", "1"]
 
@@ -52,6 +54,31 @@ def test_resume_measures_only_the_missing_points(tmp_path):
     assert len(keys(out)) == 5
     frame = load(out)
     assert list(frame["status"]) == ["ok", "error", "ok", "ok", "ok"]
+
+
+def test_overwrite_replaces_the_csv_and_bad_input_leaves_it(registry, tmp_path):
+    """--overwrite: the CSV holds this sweep's rows alone, in this release's columns (appended
+    to, a CSV of an older schema would get rows without their time samples), however often
+    it runs; a variant that fails its smoke test, found after the file is locked, leaves it
+    as it was."""
+    out = tmp_path / "baseline.csv"
+    shutil.copyfile(OLD_CSV, out)
+    header = out.read_text().splitlines()[0].split(",")
+    assert "time_ms_samples" not in header
+    (tmp_path / "bad.py").write_text("def boom(h, weight, targets):\n    raise RuntimeError('boom')\n")
+    runner = CliRunner()
+    bad = runner.invoke(app, ["sweep", *GRID, "--variant", f"{tmp_path / 'bad.py'}:boom", "--overwrite",
+                              "--out", str(out)])
+    assert bad.exit_code == 2 and "boom" in bad.stderr, bad.output
+    assert out.read_bytes() == OLD_CSV.read_bytes()
+    for _ in range(2):  # a baseline command run again
+        result = runner.invoke(app, ["sweep", *GRID, "--overwrite", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert "older cebench" not in result.stderr
+        rows = list(csv.DictReader(out.open()))
+        assert tuple(rows[0]) == COLUMNS and len(rows) == 4
+        assert all(len(r["time_ms_samples"].split()) == 1 for r in rows)
+        assert len(set(keys(out))) == 4
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +166,9 @@ BAD = [
     (["sweep", "--batch", ""], "--batch: empty"),
     (["sweep", "--shard", "2/2"], "--shard: '2/2' is not INDEX/COUNT"),
     (["sweep", "--resume"], "--resume: needs --out"),
+    (["sweep", "--overwrite"], "--overwrite: needs --out"),
+    (["sweep", "--overwrite", "--resume", "--out", "{new}"], "--overwrite: not with --resume"),
+    (["sweep", "--overwrite", "--out", "{binary}"], "exists and is not a cebench results CSV"),
     (["sweep", "--point-timeout", "-1"], "--point-timeout: -1 must be a positive number"),
     (["sweep", "--no-isolate", "--point-timeout", "5"], "--point-timeout: needs --isolate"),
     (["merge", "{binary}", "--out", "{new}"], "is not a cebench results CSV"),

@@ -3,6 +3,7 @@ imported once under a name of its own, and every failure a one-line `UsageError`
 where the spec came from. (The messages as `--variant` shows them: test_user_variants.py.)"""
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -101,3 +102,22 @@ def test_a_long_import_error_is_cut_to_one_short_line(tmp_path):
     text = str(info.value)
     assert "\n" not in text and "second line" not in text
     assert text.endswith("…)") and len(text) < len(f"{WHERE}: cannot import {path} ()") + 201
+
+
+def test_a_package_in_the_current_directory_is_found_where_sys_path_lacks_it(tmp_path, monkeypatch):
+    """An installed `cebench` command's sys.path lacks the current directory (`python -m`'s
+    has it): a package found nowhere else is imported from there, after what sys.path holds;
+    a failed import leaves sys.path as it was."""
+    write(tmp_path / "loader_pkg_here" / "__init__.py", "")
+    write(tmp_path / "loader_pkg_here" / "losses.py", "def fn():\n    return 'here'\n")
+    write(tmp_path / "loader_pkg_broken" / "__init__.py", "1 / 0\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    path = list(sys.path)
+    for spec, message in (("loader_pkg_missing:fn", "cannot import loader_pkg_missing (ModuleNotFoundError"),
+                          ("loader_pkg_broken:fn", "cannot import loader_pkg_broken (ZeroDivisionError")):
+        with pytest.raises(UsageError, match=re.escape(message)):
+            import_object(spec, WHERE)
+        assert sys.path == path
+    assert import_object("loader_pkg_here.losses:fn", WHERE)() == "here"
+    assert sys.path == [*path, str(tmp_path)]

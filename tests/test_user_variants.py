@@ -3,7 +3,8 @@ the peers (torch's own F.linear_cross_entropy; Liger and CCE where they can run)
 from __future__ import annotations
 
 import csv
-import json
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -35,11 +36,28 @@ def my_ce(h, weight, targets, ce_chunk):
     logits = F.linear(h, weight).float()
     return F.cross_entropy(logits, targets)
 '''
-# The regression a change might bring: an extra N × vocab fp32 tensor kept alive until backward.
-MY_LOSS_WORSE = MY_LOSS.replace("    return F.cross_entropy(logits, targets)", '''\
-    loss = F.cross_entropy(logits, targets)
-    loss.kept = logits * 1.0  # (N, vocab) fp32, alive as long as the loss: through backward
-    return loss''')
+# A user's chunked loss, each chunk under torch.utils.checkpoint: what the README's CI gate guards.
+CHUNKED_LOSS = '''
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+def _chunk_ce(h, weight, targets):
+    return F.cross_entropy(F.linear(h, weight).float(), targets, reduction="sum")
+
+
+def my_ce(h, weight, targets, ce_chunk):
+    """Mean cross-entropy, ce_chunk rows at a time; each chunk's logits are recomputed in backward."""
+    total = 0
+    for i in range(0, h.shape[0], ce_chunk):
+        rows = slice(i, i + ce_chunk)
+        total = total + checkpoint(_chunk_ce, h[rows], weight, targets[rows], use_reentrant=False)
+    return total / h.shape[0]
+'''
+# The regression a change might bring: the checkpointing dropped, every chunk's buffers kept alive for backward.
+UNCHECKPOINTED = CHUNKED_LOSS.replace("checkpoint(_chunk_ce, h[rows], weight, targets[rows], use_reentrant=False)",
+                                      "_chunk_ce(h[rows], weight, targets[rows])")
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def write(path: Path, source: str) -> Path:
@@ -143,35 +161,63 @@ def test_an_entry_point_variant_is_listed_and_swept(registry, tmp_path, monkeypa
     assert {r["variant"] for r in csv.DictReader(out.open())} == {"shipped-ce"}
 
 
-def cebench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CEBENCH), *args], capture_output=True, text=True, timeout=300)
+def readme_gate() -> list[list[str]]:
+    """The commands of the README's CI gate recipe (its first sh block), each as argv."""
+    section = README.read_text().split("\n## The CI gate\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "README.md: ## The CI gate has no sh block"
+    return [words for line in block[1].replace("\\\n", " ").splitlines() if (words := shlex.split(line, comments=True))]
+
+
+def option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
 
 
 @pytest.mark.slow
-def test_gate_your_own_loss_in_ci(tmp_path):
-    """The README's story: a baseline of the user's loss, then a change that keeps one more
-    N × vocab fp32 tensor alive fails the gate, naming the variant; no change passes. Each
-    sweep is a CI run of its own (a fresh process that imports the file as it is then);
-    `check` reads CSVs only, so it runs in-process."""
-    loss = tmp_path / "myloss.py"
-    spec = f"{loss}:my_ce"
-    sweep = ["sweep", *GRID, "--variant", spec, "--threads", "1"]
-    write(loss, MY_LOSS)
-    assert cebench(*sweep, "--out", str(tmp_path / "baseline.csv")).returncode == 0
-    assert cebench(*sweep, "--out", str(tmp_path / "same.csv")).returncode == 0
-    same = CliRunner().invoke(app, ["check", str(tmp_path / "same.csv"), "--baseline", str(tmp_path / "baseline.csv"),
-                                    "--mem-tol", "0%"])
-    assert same.exit_code == 0, same.stdout
-    write(loss, MY_LOSS_WORSE)
-    assert cebench(*sweep, "--out", str(tmp_path / "worse.csv")).returncode == 0
-    worse = CliRunner().invoke(app, ["check", str(tmp_path / "worse.csv"), "--baseline",
-                                     str(tmp_path / "baseline.csv"), "--mem-tol", "0%", "--json"])
-    assert worse.exit_code == 1
-    report = json.loads(worse.stdout)
-    assert {f["config"]["variant"] for f in report["regressed"]} == {spec}
-    grown = [f["current"] - f["baseline"] for f in report["regressed"]]
-    # One more N × vocab fp32 tensor at each batch size (and a few bytes of scalars).
-    assert [g - n * 3000 * 4 for g, n in zip(grown, (64, 256), strict=True)] == [8, 8]
+def test_the_readmes_ci_gate_fails_a_loss_that_drops_its_checkpointing(registry, tmp_path, monkeypatch):
+    """The README's recipe, its commands as written, in a user's project (tmp_path) whose
+    loss is a chunked, checkpointed cross-entropy at the path the recipe names: the baseline,
+    a CI run of the same loss (exit 0), then one of the loss without its checkpointing,
+    which keeps every chunk's buffers for backward (exit 1, naming the variant). Each CI
+    sweep is a process of its own, as in CI (the file imported as it is then); the baseline
+    and `check` run in this one."""
+    baseline, current, check = readme_gate()
+    assert [c[:2] for c in (baseline, current, check)] == [["cebench", "sweep"]] * 2 + [["cebench", "check"]]
+    out = baseline.index("--out")
+    assert current[:out] + current[out + 2:] == baseline[:out] + baseline[out + 2:]  # the same sweep
+    spec = option(baseline, "--variant")
+    loss, chunk = tmp_path / spec.rpartition(":")[0], int(option(baseline, "--ce-chunk"))
+    context, vocab = int(option(baseline, "--context")), int(option(baseline, "--vocab"))
+    batches = [int(b) for b in option(baseline, "--batch").split(",")]
+    assert all(chunk < b * context for b in batches)  # several chunks at every batch: what checkpointing saves
+    loss.parent.mkdir(parents=True)
+    write(loss, CHUNKED_LOSS)
+    monkeypatch.chdir(tmp_path)  # the project's root, where the recipe runs
+
+    def sweep(argv: list[str], in_process: bool = False) -> list[dict[str, str]]:
+        if in_process:
+            res = CliRunner().invoke(app, argv[1:])
+            assert res.exit_code == 0, res.output
+        else:
+            proc = subprocess.run([str(CEBENCH), *argv[1:]], capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+        rows = list(csv.DictReader(Path(option(argv, "--out")).open()))
+        assert [(r["variant"], int(r["batch"]), r["status"]) for r in rows] == [(spec, b, "ok") for b in batches]
+        return rows
+
+    base = sweep(baseline, in_process=True)  # imports the loss here: the file as it is now
+    sweep(current)
+    same = CliRunner().invoke(app, check[1:])
+    assert same.exit_code == 0 and "PASS" in same.stdout, same.stdout
+    assert UNCHECKPOINTED != CHUNKED_LOSS
+    write(loss, UNCHECKPOINTED)
+    worse = sweep(current)  # --overwrite: the earlier run's rows are gone
+    failed = CliRunner(env={"COLUMNS": "200"}).invoke(app, check[1:])
+    assert failed.exit_code == 1 and "FAIL" in failed.stdout, failed.stdout
+    assert [line.split()[:2] for line in failed.stdout.splitlines() if spec in line] == [["regressed", spec]] * 2
+    # Each chunk's softmax stays alive for backward: more than one more chunk of fp32 logits at each batch.
+    grown = [int(w["peak_delta_bytes"]) - int(b["peak_delta_bytes"]) for w, b in zip(worse, base, strict=True)]
+    assert all(g > chunk * vocab * 4 for g in grown) and grown[0] < grown[1], grown
 
 
 @pytest.mark.parametrize("case", LOSS_CASES[:3], ids=lambda c: c.name)

@@ -1,4 +1,4 @@
-"""`cebench sweep`: measure the grid, append each row to a CSV, print the table."""
+"""`cebench sweep`: measure the grid, append each row to a CSV (or replace it), print the table."""
 from __future__ import annotations
 
 import signal
@@ -59,8 +59,8 @@ def sweep(
     threads: int = typer.Option(None, help="torch intra-op threads, fixed for the run and recorded. "
                                            "Default: torch's own choice."),
     out_path: Path = typer.Option(None, "--out", metavar="CSV", show_default=False,
-                                  help="CSV to write; an existing cebench CSV is appended to. `{shard}` in it "
-                                       "becomes INDEX-of-COUNT. Default: results/sweep-\\<time\\>.csv "
+                                  help="CSV to write; an existing cebench CSV is appended to (see --overwrite). "
+                                       "`{shard}` in it becomes INDEX-of-COUNT. Default: results/sweep-\\<time\\>.csv "
                                        "(in a shard: results/sweep-\\<run id\\>-shard-\\<I\\>-of-\\<N\\>.csv)."),
     shard_spec: str = typer.Option(None, "--shard", metavar="INDEX/COUNT", show_default=False,
                                    help="Measure only shard INDEX of COUNT (from 0): a deterministic share of "
@@ -70,6 +70,9 @@ def sweep(
                                         "SLURM_PROCID of SLURM_STEP_NUM_TASKS), else the whole grid."),
     resume: bool = typer.Option(False, "--resume", help="Skip every point that already has an ok or oom row in "
                                                         "--out (run again what errored, timed out or is missing)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out rather than append to it: its rows "
+                                                              "are dropped when the first point is measured (a "
+                                                              "baseline made again on purpose). Not with --resume."),
     isolate: bool | None = typer.Option(None, "--isolate/--no-isolate", show_default=False,
                                            help="Measure each point in a fresh process: a crash, a hang or a "
                                                 "poisoned CUDA context becomes a row and the next point starts "
@@ -95,7 +98,8 @@ def sweep(
 
         check_columns(columns, column_keys())
     s = Sweep(GridOptions.from_params(ctx.params), device=device, repeats=repeats, warmup=warmup, threads=threads,
-              shard=shard_spec, out=out_path, resume=resume, isolate=isolate, point_timeout=point_timeout)
+              shard=shard_spec, out=out_path, resume=resume, overwrite=overwrite, isolate=isolate,
+              point_timeout=point_timeout)
     for name, reason in s.unsupported.items():
         err.print(f"not run on {s.device.name} here: {name}: {reason}", style="yellow", highlight=False)
     for name, how in s.crashed.items():

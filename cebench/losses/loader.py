@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -18,14 +19,14 @@ def is_spec(text: str) -> bool:
 
 def import_object(spec: str, where: str) -> object:
     """The object `spec` names. A target ending in '.py' or holding a '/' is a file,
-    imported under a module name of its own; anything else an importable module.
+    imported under a module name of its own; anything else a module (`_import_module`).
     `UsageError` naming `where` when the module cannot be imported or lacks the attribute."""
     target, _, attr = spec.rpartition(":")
     try:
         if target.endswith(".py") or "/" in target:
             module = _import_file(Path(target), where)
         else:
-            module = importlib.import_module(target)
+            module = _import_module(target)
     except UsageError:
         raise
     except Exception as exc:  # the user's module failed while importing: one line, no traceback
@@ -36,6 +37,26 @@ def import_object(spec: str, where: str) -> object:
             raise UsageError(f"{where}: {target} has no attribute '{attr}'")
         obj = getattr(obj, part)
     return obj
+
+
+def _import_module(target: str) -> object:
+    """The module `target`, imported as Python does; when its top-level package is found
+    nowhere on `sys.path` but is in the current directory (which `python -m` searches and an
+    installed `cebench` command does not), the current directory is appended to `sys.path`
+    and it is imported from there."""
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as exc:
+        top, cwd = target.partition(".")[0], os.getcwd()
+        here = Path(top).is_dir() or Path(f"{top}.py").is_file()
+        if exc.name != top or not here or cwd in sys.path or "" in sys.path:
+            raise
+    sys.path.append(cwd)
+    try:
+        return importlib.import_module(target)
+    except BaseException:
+        sys.path.remove(cwd)
+        raise
 
 
 def _import_file(path: Path, where: str) -> object:

@@ -105,19 +105,21 @@ class Sweep:
     `options` is the grid as given (`GridOptions`); `device` 'auto', 'cpu' or 'cuda';
     `repeats`/`warmup` default to the device's; `threads` fixes torch's intra-op threads;
     `shard` is 'INDEX/COUNT' or a `Shard` (None: from torchrun/SLURM in `environ`, else the
-    whole grid); `out` the CSV (None: results/sweep-<time>.csv); `resume` skips the points
-    `out` holds as ok or oom; `isolate` measures each point in a fresh process (None: the
-    device's default; a `point_timeout` in seconds turns it on; above `isolate.NO_LIMIT_S`,
-    or inf, there is no limit). Bad input is a `UsageError` naming the parameter, raised
-    before anything is measured or written. From when it is made (an existing `out`) or
+    whole grid); `out` the CSV (None: results/sweep-<time>.csv), appended to when it exists;
+    `overwrite` replaces it instead (its rows dropped when the first point is measured);
+    `resume` skips the points `out` holds as ok or oom; `isolate` measures each point in a
+    fresh process (None: the device's default; a `point_timeout` in seconds turns it on;
+    above `isolate.NO_LIMIT_S`, or inf, there is no limit). Bad input is a `UsageError`
+    naming the parameter, raised before anything is measured or written. From when it is made (an existing `out`) or
     first iterated (a new one) to its last row, it holds `out`'s `Lock`: a second process
     writing that file is refused.
     """
 
     def __init__(self, options: GridOptions | None = None, *, device: str = "auto", repeats: int | None = None,
                  warmup: int | None = None, threads: int | None = None, shard: str | Shard | None = None,
-                 out: Path | str | None = None, resume: bool = False, isolate: bool | None = None,
-                 point_timeout: float | None = None, environ: Mapping[str, str] | None = None) -> None:
+                 out: Path | str | None = None, resume: bool = False, overwrite: bool = False,
+                 isolate: bool | None = None, point_timeout: float | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
         options = options or GridOptions()
         environ = os.environ if environ is None else environ
         options.grid("cpu")  # every grid option checked before device 'auto' imports torch to look for a GPU
@@ -133,6 +135,10 @@ class Sweep:
                              "point_timeout")
         if resume and out is None:
             raise UsageError("needs --out: the CSV of the sweep to resume", "resume")
+        if overwrite and out is None:
+            raise UsageError("needs --out: the CSV to replace", "overwrite")
+        if overwrite and resume:
+            raise UsageError("not with --resume, which keeps the rows of --out that --overwrite drops", "overwrite")
         if threads is not None and not 1 <= threads <= THREADS_PER_CPU * (os.cpu_count() or 1):
             raise UsageError(f"must be from 1 to {THREADS_PER_CPU} × the {os.cpu_count() or 1} CPUs here", "threads")
         for name, steps in (("warmup", warmup), ("repeats", repeats)):
@@ -146,7 +152,11 @@ class Sweep:
         self.timeout_s = (point_timeout or POINT_TIMEOUT_S) if self.isolate else None
         self.path, self.where = shard_mod.out_path(None if out is None else Path(out), self.shard, environ)
         header = check_out(self.path)  # a foreign or unwritable CSV is refused before torch is even imported
-        lacking = [a for a in AXES if header is not None and a.name not in header
+        # --overwrite: the file's rows and header are dropped when measuring starts (`open`); until then it is
+        # only locked, so bad input found below leaves it as it was.
+        self._replace = overwrite and header is not None
+        old = None if overwrite else header
+        lacking = [a for a in AXES if old is not None and a.name not in old
                    and any(v != a.off for v in grid.values[a.name])]
         if lacking:  # its rows would read back as the axis's old value: refuse rather than mislabel them
             axis = lacking[0]
@@ -155,7 +165,7 @@ class Sweep:
         # This process alone writes the CSV from here on (`Lock`): a second sweep of it is refused, so
         # that two --resume runs never measure a point twice.
         self._lock = Lock(self.path) if header is not None else None
-        rows = read_rows(self.path) if header is not None else None  # a cut-off last row: warned about here
+        rows = read_rows(self.path) if old is not None else None  # a cut-off last row: warned about here
         if rows is not None:
             one_kind(rows, predictions=False)
         done = done_keys(rows) if resume and rows is not None else set()
@@ -224,8 +234,12 @@ class Sweep:
     def open(self) -> list[str]:
         """Open the CSV for appending (`__iter__` does it when not done yet; a cut-off last
         row is cut from it then, with an `InputWarning`) and return what opening it found:
-        an older header whose rows lack columns."""
+        an older header whose rows lack columns. With `overwrite`, the file is emptied first."""
         if self._writer is None:
+            if self._replace:
+                assert self._lock is not None
+                os.ftruncate(self._lock.file.fileno(), 0)
+                self._replace = False
             self._writer = ResultWriter(self.path, self._lock, quiet=True)  # (and cut from the file)
             if self._writer.dropped:
                 self.warnings.append(f"{self.path} was written by an older cebench: its rows will lack "
@@ -269,12 +283,14 @@ def _no_such_csv(path: Path) -> str:
 
 def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | None = None,
           threads: int | None = None, shard: str | None = None, out: Path | str | None = None, resume: bool = False,
-          isolate: bool | None = None, point_timeout: float | None = None, **grid: Any) -> list[Result]:
+          overwrite: bool = False, isolate: bool | None = None, point_timeout: float | None = None,
+          **grid: Any) -> list[Result]:
     """Measure the grid: one `Result` per point, each also appended to the CSV `out`
-    (default results/sweep-<time>.csv). The options are `Sweep`'s; iterate a `Sweep` for
-    the rows one at a time as they are measured."""
+    (default results/sweep-<time>.csv; `overwrite`: replacing it). The options are `Sweep`'s;
+    iterate a `Sweep` for the rows one at a time as they are measured."""
     return list(Sweep(GridOptions(**grid), device=device, repeats=repeats, warmup=warmup, threads=threads,
-                      shard=shard, out=out, resume=resume, isolate=isolate, point_timeout=point_timeout))
+                      shard=shard, out=out, resume=resume, overwrite=overwrite, isolate=isolate,
+                      point_timeout=point_timeout))
 
 
 __all__ = ["Estimate", "Interrupted", "Sweep", "sweep"]
