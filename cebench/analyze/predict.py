@@ -168,7 +168,7 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
         if batch not in cache:
             point = replace(config, batch=batch)
             # extrapolated where it can be, from traces shared by every batch of its residue
-            cache[batch] = series.predicted(point, flops=False, whole_below=0)[0].peak_bytes
+            cache[batch] = series.predicted(point, flops=False, shared=True)[0].peak_bytes
         return cache[batch]
 
     h_bound = budget // (config.context * config.d_model * ITEMSIZE[config.dtype])  # h alone must fit

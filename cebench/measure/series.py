@@ -402,13 +402,14 @@ def _sampled(config: Config, flops: bool) -> tuple[_Sample, Callable[[int], int]
     return found.sample(blocks), found.block
 
 
-def predicted(config: Config, *, flops: bool = True, whole_below: int = WORTH) -> tuple[MemoryReading, int | None]:
+def predicted(config: Config, *, flops: bool = True, shared: bool = False) -> tuple[MemoryReading, int | None]:
     """`config`'s predicted reading and FLOPs (None when not counted: `flops` False, or a
-    step they cannot be counted in): from its batch `Series` when its batch is at least
-    `whole_below` periods beyond the samples' first (extrapolation is then cheaper than
-    one trace), else from its model's blocks' `Series`, else from one whole trace."""
+    step they cannot be counted in): from its batch `Series` when that is cheaper than one
+    trace (chunks, and a batch `WORTH` periods beyond the samples' first), or whenever it
+    exists if `shared` (one of many batches of the same point, as `fit` asks: they share
+    its traces); else from its model's blocks' `Series`; else from one whole trace."""
     step, value = period(config), size(config)
-    if step is not None and value >= value % step + (SAMPLES + whole_below) * step:
+    if step is not None and (shared or config.ce_chunk and value >= value % step + (SAMPLES + WORTH) * step):
         found = series(config, flops)
         if found is not None:
             return found.reading(value)
