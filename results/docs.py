@@ -62,7 +62,7 @@ FIGURES = (
 # regenerates them, `tests/test_docs.py` does not run them again.
 SLOW = frozenset({"default-sweep", "limits-batch8", "verify-parity"})
 # Scripts that regenerate generated tables of the READMEs (results/blocks.py splices them).
-SCRIPTS = ("results/model_findings.py",)
+SCRIPTS = ("results/model_findings.py", "results/findings.py")
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def argv(command: str) -> list[str]:
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d|(?<![\w.])\d")
-_BYTES = re.compile(r" ?(?:B|KiB|MiB|GiB|TiB)\b")
+_BYTES = re.compile(r" ?(?:B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b")
 
 
 def _unless_bytes(line: str, number: re.Match) -> str:
@@ -99,7 +99,7 @@ def _unless_bytes(line: str, number: re.Match) -> str:
 
 def normal(output: str) -> list[str]:
     """`output` as a test compares it: a time or a span of times (`1.18 s`, `651–660 ms`)
-    written `T`, every other number but a byte count (`12.3 MiB`, `512 B`) `#` (ratios,
+    written `T`, every other number but a byte count (`12.3 MiB`, `512 B`, `29 GB`) `#` (ratios,
     counts, dates), runs of spaces and of rule characters made one; blank lines and the note on
     noisy times (which depends on the times) dropped."""
     lines = []

@@ -62,6 +62,7 @@ BAD = [
     (["--dtype", "fp8"], "--dtype: 'fp8' is not one of fp32, bf16, fp16"),
     (["--repeats", "0"], "--repeats: must be from 1 to 10,000"),
     (["--device", "tpu"], "--device: 'tpu' is not one of auto, cpu, cuda"),
+    (["--unit", "parsecs"], "--unit: 'parsecs' is not a unit of memory (choose from B, KB, MB, GB, TB, KiB, MiB"),
 ]
 
 

@@ -102,6 +102,27 @@ def test_fit_with_a_model_fits_its_batch_and_not_one_more(small):
         assert alone.batch > f.batch  # the model's step holds far more than its loss
 
 
+def test_fit_answers_for_each_checkpointing_given_side_by_side(small):
+    shape = {"target": "cpu", "model": small, "context": 16, "variant": "dense,chunked", "ce_chunk": 64}
+    both = api.fit(6 * 2**20, activation_checkpointing="none,blocks", **shape)
+    for setting in ("none", "blocks"):
+        one = api.fit(6 * 2**20, activation_checkpointing=setting, **shape)
+        assert [(f.config, f.batch) for f in both.fits if f.config.activation_checkpointing == setting] == [
+            (f.config, f.batch) for f in one.fits]
+    assert len({id(a) for a in both.alone.values()}) == 2  # the loss alone once per variant, whatever the setting
+    result = CliRunner().invoke(app, ["fit", "--model", small, "--target", "cpu", "--budget", "6MiB", "--context",
+                                      "16", "--variant", "dense", "--activation-checkpointing", "none,blocks",
+                                      "--optimizer", "sgd,adamw"])
+    assert result.exit_code == 0, result.output
+    groups = [line.strip("─ ") for line in result.stdout.splitlines() if line.startswith("── ")]
+    assert groups == [f"optimizer {o} · activation_checkpointing {a}" for o in ("sgd", "adamw")
+                      for a in ("none", "blocks")]
+    assert "each group's optimizer state, activations (as each group says)" in " ".join(result.stdout.split())
+    one = CliRunner().invoke(app, ["fit", "--model", small, "--target", "cpu", "--budget", "6MiB", "--context",
+                                   "16,32"])
+    assert one.exit_code == 2 and "--context: fit takes one value, not 16,32" in one.stderr
+
+
 def test_sweep_and_fit_show_the_step_and_the_loss_alone(small, tmp_path):
     out = tmp_path / "s.csv"
     result = CliRunner().invoke(app, ["sweep", "--model", small, "--device", "cpu", "--batch", "2", "--context", "9",

@@ -15,7 +15,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from cebench.cli import app
-from cebench.core.units import format_sig3
+from cebench.core.units import format_bytes, format_ms, format_sig3
 from cebench.losses import variants
 from cebench.render.report import NOISE_MARK, results_table
 from cebench.render.table import render
@@ -148,3 +148,30 @@ def test_rows_are_set_against_the_lower_bound_and_the_matmul_floor(every_variant
     dense = next(line for line in rendered.body.plain.splitlines() if line.startswith("dense "))
     r = next(r for r in records if r["variant"] == "dense" and r["workload"] == "loss")
     assert format_sig3(r["mem_vs_lower_bound"], "×") in dense and format_sig3(r["time_vs_floor"], "×") in dense
+
+
+def test_time_per_row_is_the_time_over_the_rows_and_shown_on_request(every_variant):
+    records = json.loads(CliRunner().invoke(app, ["show", str(every_variant), "--format", "json"]).stdout)
+    ok = [r for r in records if r["status"] == "ok"]
+    assert all(r["us_per_row"] == pytest.approx(r["time_ms_median"] * 1e3 / r["tokens"]) for r in ok)
+    shown = CliRunner().invoke(app, ["show", str(every_variant), "--columns", "us_per_row"])
+    assert shown.exit_code == 0, shown.output
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("variant "))
+    assert header.split()[-2:] == ["time/row", "status"]
+    assert "time/row: time / N (batch × context rows)" in shown.stdout
+    dense = next(r for r in ok if r["variant"] == "dense" and r["workload"] == "loss" and r["batch"] == 1)
+    assert format_ms(dense["us_per_row"] / 1e3) in next(line for line in shown.stdout.splitlines()
+                                                        if line.startswith("dense "))
+
+
+def test_memory_prints_in_the_unit_asked_for(every_variant):
+    records = json.loads(CliRunner().invoke(app, ["show", str(every_variant), "--format", "json"]).stdout)
+    dense = next(r for r in records if r["variant"] == "dense" and r["workload"] == "loss" and r["batch"] == 1)
+    delta = int(dense["peak_delta_bytes"])
+    for unit, text in (("B", f"{delta:,} B"), ("kib", format_bytes(delta, "KiB")), ("auto", format_bytes(delta))):
+        shown = CliRunner().invoke(app, ["show", str(every_variant), "--unit", unit])
+        assert shown.exit_code == 0, shown.output
+        line = next(line for line in shown.stdout.splitlines() if line.startswith("dense "))
+        assert text in line, (unit, line)
+    bad = CliRunner().invoke(app, ["show", str(every_variant), "--unit", "GiBs"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("cebench: error: --unit: 'GiBs' is not a unit of memory")

@@ -1,11 +1,19 @@
 """`cebench.core.units` beyond test_units.py: durations in seconds, the unit boundaries,
-TiB and negative sizes, ranges, and the byte sizes `--budget` and `--mem-tol` accept."""
+TiB and negative sizes, ranges, the byte sizes `--budget` and `--mem-tol` accept, and `--unit`'s units."""
 from __future__ import annotations
 
 import pytest
 
 from cebench.core.errors import UsageError
-from cebench.core.units import format_bytes, format_duration, format_ms, format_ms_range, format_sig3, parse_bytes
+from cebench.core.units import (
+    format_bytes,
+    format_duration,
+    format_ms,
+    format_ms_range,
+    format_sig3,
+    parse_bytes,
+    parse_unit,
+)
 
 
 @pytest.mark.parametrize("seconds,text", [
@@ -57,3 +65,27 @@ def test_parse_bytes_more(text, n):
 def test_parse_bytes_rejects_more_with_examples(text):
     with pytest.raises(UsageError, match="is not a byte size \\(examples: 80GiB, 40GB, 512MiB\\)"):
         parse_bytes(text)
+
+
+@pytest.mark.parametrize("n,unit,text", [
+    (25_165_825_024, "MiB", "24,000 MiB"), (25_165_825_024, "GB", "25.2 GB"), (25_165_825_024, "B", "25,165,825,024 B"),
+    (617_558_024, "KiB", "603,084 KiB"), (512, "MiB", "0.000488 MiB"), (8, "B", "8 B"),
+    (99.96 * 2**20, "MiB", "100 MiB"), (-2048, "KiB", "-2.00 KiB"),
+])
+def test_format_bytes_in_a_chosen_unit(n, unit, text):
+    assert format_bytes(n, unit) == text
+
+
+@pytest.mark.parametrize("text,unit", [("MiB", "MiB"), (" mib ", "MiB"), ("gb", "GB"), ("b", "B"), ("TiB", "TiB"),
+                                       ("auto", None), ("AUTO", None)])
+def test_parse_unit_takes_any_case(text, unit):
+    assert parse_unit(text) == unit
+    assert parse_unit(None) is None
+
+
+@pytest.mark.parametrize("text", ["", "M", "mebibytes", "1MiB", "GiBs"])
+def test_parse_unit_rejects_what_is_no_unit_naming_the_option(text):
+    with pytest.raises(UsageError, match="is not a unit of memory \\(choose from B, KB, MB, GB, TB, KiB, MiB, GiB, "
+                                         "TiB or auto\\)") as caught:
+        parse_unit(text)
+    assert caught.value.param == "unit"

@@ -59,6 +59,8 @@ def test_verify_fails_on_a_loss_off_by_one_chunk(registry):
     assert not by_case["ce_chunk larger than N"].passed
     res = CliRunner().invoke(app, ["verify", "--variant", "off-by-chunk"])
     assert res.exit_code == 1 and "FAIL" in res.output
+    # the count says which of the table's rows failed, and at how many of its shapes
+    assert " applicable checks failed: off-by-chunk · all off at 2 shapes" in " ".join(res.output.split())
 
 
 def test_verify_fails_on_a_wrong_gradient_with_the_right_loss(registry):
@@ -77,7 +79,7 @@ def test_verify_fails_on_skewed_or_misplaced_samplers(registry):
     assert verify_sampler("rotated", case).p_value < 1e-3
     res = CliRunner().invoke(app, ["verify", "--variant", "skewed,chunked-sample", "--temperature", "0.5",
                                    "--draws", str(case.rows)])
-    assert res.exit_code == 1 and "1 of 2 checks failed" in res.output
+    assert res.exit_code == 1 and "1 of 2 applicable checks failed: skewed's draws" in res.output
 
 
 def test_verify_bad_input_exits_2():

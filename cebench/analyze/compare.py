@@ -58,7 +58,9 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
     − body peak) / step peak, `loss_time_share` likewise in time, each None and its `_noise`
     flag set where it falls outside [0, 1]), to the lower bound (`mem_vs_lower_bound` =
     peak_delta_bytes / lower_bound_bytes) and to the matmul floor (`time_vs_floor` =
-    time_ms_median / matmul_floor_ms), and `noisy`. A row whose kernels ran under an
+    time_ms_median / matmul_floor_ms), the time per row of h (`us_per_row` = time_ms_median ×
+    1000 / tokens, in µs: a step's cost per token, which grows with N where its work is
+    superlinear), and `noisy`. A row whose kernels ran under an
     interpreter (`variants.INTERPRETED`) is compared with nothing: its ratios are empty."""
     rows = []
     for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
@@ -84,6 +86,7 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "loss_time_noise": compared and share_is_noise(time_ms, body_ms),
                 "time_vs_base": _over(time_ms, base_time) if compared else None,
                 "time_vs_floor": _over(time_ms, cell_value(row["matmul_floor_ms"])) if compared else None,
+                "us_per_row": _over(None if time_ms is None else time_ms * 1e3, cell_value(row["tokens"])),
                 "noisy": noisy(row),
             })
     return pd.DataFrame(rows)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cebench.core.axes import AXES
+from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.config import LOSS, Settings
 from cebench.core.errors import InputWarning, UsageError, describe
 from cebench.losses import variants
@@ -65,8 +65,10 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     cuBLAS workspaces too) fits `budget` (bytes, or text as `--budget` takes it: '80GiB';
     default: a named GPU's memory), per loss
     variant and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
-    peak of its whole training step, and the loss alone's answer beside it (`alone`). With
-    `measure`, each answer is also run once on `target` (which this machine must have)."""
+    peak of its whole training step (per value of each of its step's settings given,
+    `STEP_SETTINGS`: `activation_checkpointing="none,blocks"` answers for both), and the loss
+    alone's answer beside it (`alone`). With `measure`, each answer is also run once on
+    `target` (which this machine must have)."""
     from cebench.analyze.predict import fit as fit_point
     from cebench.analyze.predict import unpredictable
     from cebench.core import devices
@@ -90,7 +92,7 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
         devices.target(device, here=True, param="target")  # the target must be here to measure on it
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
-    one_value(candidates, "fit")
+    one_value(candidates, "fit", lists=STEP_SETTINGS)
     if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= LOGITS_LIMIT:
         raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "
                          "than any machine holds", "max_batch")
@@ -116,7 +118,11 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     if not fits:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")
-    alone = {i: fit_point(loss_alone(f.config), budget, max_batch) for i, f in enumerate(fits) if f.config.has_model}
+    alone_fits: dict[Config, Fit] = {}  # the loss alone is one whatever the step's settings
+    for f in fits:
+        if f.config.has_model and loss_alone(f.config) not in alone_fits:
+            alone_fits[loss_alone(f.config)] = fit_point(loss_alone(f.config), budget, max_batch)
+    alone = {i: alone_fits[loss_alone(f.config)] for i, f in enumerate(fits) if f.config.has_model}
     measured = {}
     if measure:  # in a fresh process per answer where the device isolates its points by default
         import functools
@@ -151,10 +157,10 @@ def warn_meta_work(points: Iterable[Config], command: str) -> None:
                                    "take less (Ctrl-C stops it)"), stacklevel=3)
 
 
-def one_value(grid: Any, command: str) -> None:
-    """Every axis but ce_chunk takes one value in `command`."""
+def one_value(grid: Any, command: str, lists: tuple[str, ...] = ()) -> None:
+    """Every axis but ce_chunk (and those named in `lists`) takes one value in `command`."""
     for axis in AXES:
         values = grid.values[axis.name]
-        if not axis.chunked_only and len(values) > 1:
+        if not axis.chunked_only and axis.name not in lists and len(values) > 1:
             listed = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
             raise UsageError(f"{command} takes one value, not {listed} (sweep measures a grid)", axis.name)

@@ -10,10 +10,11 @@ import typer
 
 from cebench.analyze.explaining import EXPLAIN_VARIANTS
 from cebench.cli.app import check_columns, command, err, out, print_table
-from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, Wide, with_axes
+from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, MemoryUnit, Wide, with_axes
 from cebench.core import devices
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
 from cebench.core.errors import UsageError
+from cebench.core.units import parse_unit
 from cebench.render.explain import BREAKDOWN_COLUMNS, KINDS_NOTE, anatomy_columns, anatomy_table, breakdown_table
 from cebench.run.grid import grid_params
 
@@ -43,7 +44,7 @@ def check_out(path: Path) -> None:
 
 
 def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path: Path | None, as_json: bool,
-                    wide: bool, columns: str | None) -> None:
+                    wide: bool, columns: str | None, unit: str | None) -> None:
     """`explain --model`'s output: the parts table and the bar figure, or the JSON document."""
     from dataclasses import asdict
 
@@ -58,7 +59,7 @@ def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path:
                                               "peak_in": a.when} for a in anatomies],
                                "not_explained": skipped}, indent=2))
         return
-    print_table(anatomy_table(anatomies), wide, columns)
+    print_table(anatomy_table(anatomies, unit), wide, columns)
     out.print(f"figure → {path}", highlight=False, soft_wrap=True)
 
 
@@ -81,6 +82,7 @@ def explain_command(
                                        "results/explain-\\<time\\>.png; none with --json."),
     as_json: bool = typer.Option(False, "--json", help="Print the breakdowns as JSON (nothing else on stdout); "
                                                        "the figure only where --out is given."),
+    unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
 ) -> None:
@@ -95,6 +97,7 @@ def explain_command(
     """
     from cebench import api
 
+    byte_unit = parse_unit(unit)
     by_part = not AXES_BY_NAME["model"].is_off(ctx.params.get("model"))  # a model's step is shown part by part
     check_columns(columns, [c.key for c in (anatomy_columns() if by_part else BREAKDOWN_COLUMNS)])  # before the work
     if out_path is not None:
@@ -109,7 +112,7 @@ def explain_command(
     for label, why in skipped.items():
         err.print(f"not explained: {label}: {why}", style="yellow", highlight=False)
     if explained.anatomies:
-        _show_anatomies(explained.anatomies, skipped, out_path, as_json, wide, columns)
+        _show_anatomies(explained.anatomies, skipped, out_path, as_json, wide, columns, byte_unit)
         return
 
     import torch
@@ -128,7 +131,7 @@ def explain_command(
                                "explanations": [to_json(e) for e in done], "not_explained": skipped}, indent=2))
         return
     for e in done:
-        print_table(breakdown_table(e), wide, columns)
+        print_table(breakdown_table(e, byte_unit), wide, columns)
         out.print()
     out.print(KINDS_NOTE, style="dim", highlight=False)
     out.print(f"figure → {path}", highlight=False, soft_wrap=True)  # a path stays whole, to copy

@@ -12,11 +12,12 @@ import typer
 
 from cebench.cli.app import LOSS_VARIANTS, VARIANTS
 from cebench.core import devices
-from cebench.core.axes import AXES
+from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.targets import NAMES as TARGET_NAMES
 
 LIST = "LIST"
 ONE_POINT = tuple(a.name for a in AXES if not a.chunked_only)  # the axes of a command that looks at one point
+FIT_POINT = tuple(n for n in ONE_POINT if n not in STEP_SETTINGS)  # fit: one shape, any number of step settings
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -80,6 +81,10 @@ Workload = Annotated[str | None, typer.Option(
                        "sampling call). Default: loss.")]
 Temperature = Annotated[float, typer.Option(help="Sampling temperature of the sample workload (> 0).")]
 Wide = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the terminal.")]
+MemoryUnit = Annotated[str | None, typer.Option(
+    "--unit", metavar="UNIT", show_default=False,
+    help="Print memory in this unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (of 1024); auto: each "
+         "number in the binary unit that reads best. Default: auto.")]
 Columns = Annotated[str | None, typer.Option(
     metavar=LIST, help="Show these columns besides the ones always shown, comma-separated by key (the footer "
                        "of a narrow table names the keys it left out).")]

@@ -7,10 +7,11 @@ import typer
 
 from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import (
-    ONE_POINT,
+    FIT_POINT,
     TARGET_HELP,
     Columns,
     LossVariantNames,
+    MemoryUnit,
     TargetAlias,
     Temperature,
     VariantNames,
@@ -19,7 +20,7 @@ from cebench.cli.options import (
     with_axes,
 )
 from cebench.core import devices
-from cebench.core.units import parse_bytes
+from cebench.core.units import parse_bytes, parse_unit
 from cebench.run.grid import grid_params
 
 Target = typer.Option(None, "--target", metavar="TARGET", show_default=False, help=TARGET_HELP)
@@ -36,6 +37,7 @@ def predict_command(
     device: TargetAlias = None,
     out_path: Path = typer.Option(None, "--out", metavar="CSV", help="Also write the rows to this CSV (appended "
                                                                       "to if it is a cebench CSV). Default: none."),
+    unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
 ) -> None:
@@ -54,15 +56,16 @@ def predict_command(
     from cebench.store.frame import to_frame
 
     target = devices.one_name(target, device, "target", "device", "cuda")
+    byte_unit = parse_unit(unit)
     rows = api.predict(target=target, out=out_path, **grid_params(ctx.params))
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
-    print_table(results_table(to_frame(rows), title=title), wide, columns)
+    print_table(results_table(to_frame(rows), title=title, unit=byte_unit), wide, columns)
     if out_path is not None:
         out.print(f"{len(rows)} rows → {out_path}", highlight=False)
 
 
 @command(name="fit")
-@with_axes(skip=("batch",), single=ONE_POINT, after="budget")
+@with_axes(skip=("batch",), single=FIT_POINT, after="budget")
 def fit_command(
     ctx: typer.Context,
     budget: str = typer.Option(None, metavar="BYTES", show_default=False,
@@ -75,6 +78,7 @@ def fit_command(
                                              "per chunk)."),
     measure: bool = typer.Option(False, "--measure", help="Confirm each answer with a real run on the target "
                                                           "device (which this machine must have)."),
+    unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
 ) -> None:
@@ -82,18 +86,21 @@ def fit_command(
 
     For each eager loss variant (and each ce_chunk of the chunked ones) a search over the
     batch size, at the given context, predicts the absolute peak (inputs included) of each
-    candidate on `meta` and returns the largest batch whose peak fits the budget. The row
-    with the most tokens is highlighted.
+    candidate on `meta` and returns the largest batch whose peak fits the budget. With
+    --model, each --optimizer and --activation-checkpointing given is a group of its own
+    (comma-separated: none,blocks). The row with the most tokens is highlighted (in each
+    group).
     """
     from cebench import api
     from cebench.render.fit import fit_note, fit_table
 
     target = devices.one_name(target, device, "target", "device", "cuda")
     budget_bytes = None if budget is None else parse_bytes(budget, "budget")
+    byte_unit = parse_unit(unit)
     with out.status("searching…"):
         fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,
                          **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
-    print_table(fit_table(fitted), wide, columns)
+    print_table(fit_table(fitted, byte_unit), wide, columns)
     out.print(fit_note(fitted), highlight=False)

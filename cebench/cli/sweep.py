@@ -12,6 +12,7 @@ from cebench.cli.options import (
     DEVICE_HELP,
     Columns,
     DeviceAlias,
+    MemoryUnit,
     Temperature,
     VariantNames,
     Wide,
@@ -22,6 +23,7 @@ from cebench.cli.options import (
 from cebench.core import devices
 from cebench.core.axes import SEMANTICS, semantics_label
 from cebench.core.config import Config
+from cebench.core.units import parse_unit
 from cebench.run.grid import GridOptions
 from cebench.run.sweep import POINT_TIMEOUT_S, Interrupted, Sweep
 
@@ -83,6 +85,7 @@ def sweep(
                                         help="With --isolate (which it turns on): a point still running after "
                                              "this long, process start-up included, is killed and written as "
                                              f"a timeout row. Default: {POINT_TIMEOUT_S:g}."),
+    unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
 ) -> None:
@@ -93,6 +96,7 @@ def sweep(
     measured; an oom, error or timeout is recorded as a row and the sweep goes on.
     """
     device = devices.one_name(device, target, "device", "target", "auto")
+    byte_unit = parse_unit(unit)
     if columns is not None:  # checked before the work, not after a long sweep
         from cebench.render.report import column_keys
 
@@ -116,7 +120,7 @@ def sweep(
     for warning in s.open():
         err.print(f"warning: {warning}", style="yellow", highlight=False)
     tag = f"[shard {s.shard.label}] " if s.shard else ""
-    with _Progress(len(s.points), tag) as progress:
+    with _Progress(len(s.points), tag, byte_unit) as progress:
         try:
             progress.start(_label(s.points[0]))
             for i, result in enumerate(s):
@@ -138,7 +142,7 @@ def sweep(
     rows = s.written
     title = (f"cebench sweep · {s.device.name} ({rows[0].device_name}) · {torch.get_num_threads()} threads · "
              f"torch {torch.__version__}" + (f" · shard {s.shard.label}" if s.shard else ""))
-    print_table(results_table(to_frame(rows), title=title), wide, columns, checked=True)
+    print_table(results_table(to_frame(rows), title=title, unit=byte_unit), wide, columns, checked=True)
     out.print(f"{len(rows)} rows → {s.path}", highlight=False)
 
 
@@ -176,7 +180,7 @@ class _Progress:
     """A progress bar with an ETA on a terminal; one plain line per finished point when
     stderr is a log (CI, make, a batch job), so a long sweep is never silent."""
 
-    def __init__(self, total: int, tag: str = "") -> None:
+    def __init__(self, total: int, tag: str = "", unit: str | None = None) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -187,6 +191,7 @@ class _Progress:
         )
 
         self.total, self.count, self.tag = total, 0, tag  # tag: '[shard I/N] ' in a shard
+        self.unit = unit  # of memory (`--unit`)
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True,
                             disable=not err.is_terminal)
@@ -212,7 +217,7 @@ class _Progress:
             if result.status != Status.OK:
                 err.print(f"{self.tag}{result.status}: {label}: {result.error}", style="yellow", highlight=False)
             return
-        detail = (f"ok, peak Δ {format_bytes(result.peak_delta_bytes)}, {format_ms(result.time_ms_median)}"
+        detail = (f"ok, peak Δ {format_bytes(result.peak_delta_bytes, self.unit)}, {format_ms(result.time_ms_median)}"
                   if result.status == Status.OK else f"{result.status}: {result.error}")
         err.print(f"{self.tag}[{self.count}/{self.total}] {label}: {detail}", highlight=False, soft_wrap=True)
 

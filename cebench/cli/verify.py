@@ -8,7 +8,14 @@ from cebench.cli.app import command, out, print_table
 from cebench.cli.options import DEVICE_HELP, Columns, DeviceAlias, Temperature, VariantNames, Wide, with_axes
 from cebench.core import devices
 from cebench.core.axes import AXES, SEMANTICS, VERIFIED
-from cebench.render.verify import edge_table, matrix_table, reference_note, sampler_table, shown_table
+from cebench.render.verify import (
+    edge_table,
+    failures_text,
+    matrix_table,
+    reference_note,
+    sampler_table,
+    shown_table,
+)
 
 # What verify does not take (`Axis.verify` is None): its shapes are its own; a step's steady state and a model's
 # step are not a loss's semantics (verify checks values, which they do not change).
@@ -72,6 +79,7 @@ def verify(
     verdicts = [c.passed for c in loss_checks] + [c.passed for c in sampler_checks]
     failed = verdicts.count(False)
     if failed:
-        out.print(f"{failed} of {len(verdicts)} checks failed", style="bold red")
+        out.print(f"{failed} of {len(verdicts) - verdicts.count(None)} applicable checks failed: "
+                  f"{failures_text(loss_checks, sampler_checks)}", style="bold red", highlight=False)
         raise typer.Exit(1)
     out.print(f"all {verdicts.count(True)} applicable checks passed", style="green")

@@ -413,6 +413,9 @@ AXES: tuple[Axis, ...] = (
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 MODEL_AXES: tuple[str, ...] = tuple(a.name for a in AXES if a.role is Role.MODEL)  # a point with a model only
+# The settings of a model's step (the axes that need a model: optimizer, activation checkpointing): `fit` answers
+# for each value given, side by side, as it does for each ce_chunk.
+STEP_SETTINGS: tuple[str, ...] = tuple(a.name for a in AXES if a.requires is not None and a.requires[0] == "model")
 SEMANTICS: tuple[Axis, ...] = tuple(a for a in AXES if a.loss_only)  # the loss's semantics, padding included
 FEATURES: tuple[Axis, ...] = tuple(a for a in AXES if a.keyword)  # those a variant must take as keywords
 VERIFIED: tuple[Axis, ...] = tuple(a for a in AXES if a.verify is not None)  # the axes `cebench verify` takes

@@ -18,13 +18,35 @@ def _sig3(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:#.3g}".rstrip(".")
 
 
-def format_bytes(n: float | None) -> str:
-    """`n` bytes as B/KiB/MiB/GiB/TiB with three significant digits; '–' for None."""
+# The units `--unit` names (each spelled as printed), with their sizes in bytes.
+BYTE_UNITS: dict[str, int] = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+                              "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+AUTO = "auto"  # `--unit auto`: each number in the binary unit that reads best (the default)
+
+
+def parse_unit(text: str | None, param: str = "unit") -> str | None:
+    """`--unit`'s text → its spelling in `BYTE_UNITS` ('mib' → 'MiB'); None or 'auto' → None
+    (each number in its own binary unit); anything else a `UsageError` naming `param`."""
+    if text is None or text.strip().lower() == AUTO:
+        return None
+    found = {u.lower(): u for u in BYTE_UNITS}.get(text.strip().lower())
+    if found is None:
+        raise UsageError(f"'{text}' is not a unit of memory (choose from {', '.join(BYTE_UNITS)} or {AUTO})", param)
+    return found
+
+
+def format_bytes(n: float | None, unit: str | None = None) -> str:
+    """`n` bytes as B/KiB/MiB/GiB/TiB with three significant digits; '–' for None. In a
+    given `unit` (one of `BYTE_UNITS`): from 100 of it on a whole number with thousands
+    separators ('27,955 MiB', '29,312,745,472 B'), below three significant digits."""
     if n is None:
         return "–"
-    for unit, scale in _BINARY:
+    if unit is not None:
+        value = n / BYTE_UNITS[unit]
+        return f"{value:,.0f} {unit}" if abs(value) >= 99.95 or unit == "B" else f"{_sig3(value)} {unit}"
+    for name, scale in _BINARY:
         if abs(n) >= scale * 0.9995:  # 1023.9 KiB reads as 1.00 MiB, not 1.02e+03 KiB
-            return f"{_sig3(n / scale)} {unit}"
+            return f"{_sig3(n / scale)} {name}"
     return f"{n:.0f} B"
 
 

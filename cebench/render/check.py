@@ -1,6 +1,7 @@
 """`cebench check`'s table and verdict line, from a `CheckReport`."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -18,9 +19,10 @@ def _percent(fraction: Fraction) -> str:
     return f"{float(fraction * 100):g}%"
 
 
-def check_table(report: CheckReport) -> Table:
+def check_table(report: CheckReport, unit: str | None = None) -> Table:
     """Every regressed, improved and missing point of a `cebench.analyze.check.CheckReport`, one row
-    each, grouped under its shape."""
+    each, grouped under its shape; memory in `unit` (`cebench.core.units.BYTE_UNITS`; None: each
+    number its own)."""
     from cebench.analyze.check import MEMORY, TIME, Finding
     from cebench.render.report import shape_label
 
@@ -40,7 +42,9 @@ def check_table(report: CheckReport) -> Table:
         c = item.config
         cells: list[Text | str] = [verdict, str(c["variant"]), "" if c["ce_chunk"] is None else f"{c['ce_chunk']:,}"]
         if isinstance(item, Finding):
-            fmt: Callable[[Any], str] = {MEMORY: format_bytes, TIME: format_ms}.get(item.metric, str)
+            formats: dict[str, Callable[[Any], str]] = {MEMORY: functools.partial(format_bytes, unit=unit),
+                                                        TIME: format_ms}
+            fmt = formats.get(item.metric, str)
             change = "" if item.change is None else f"{item.change:+.1%}"
             detail = f"{int(item.current) - int(item.baseline):+,} B" if item.metric == MEMORY else ""
             cells += [{MEMORY: "peak Δ", TIME: "time"}.get(item.metric, item.metric), fmt(item.baseline),

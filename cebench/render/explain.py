@@ -20,9 +20,10 @@ BREAKDOWN_COLUMNS = [Column("kind", "kind", right=False), Column("op", "created 
                      Column("count", "×", priority=1), Column("bytes", "bytes"), Column("share", "of peak")]
 
 
-def breakdown_table(e: Explanation) -> Table:
+def breakdown_table(e: Explanation, unit: str | None = None) -> Table:
     """What is alive at the peak: a line per group of one shape and dtype, a row per kind of
-    tensor in it (kind, creating op, phase, autograd node or custom op), then the total."""
+    tensor in it (kind, creating op, phase, autograd node or custom op), then the total;
+    memory in `unit` (`cebench.core.units.BYTE_UNITS`; None: each number its own)."""
     from cebench.analyze.explain import group_text, sizes_text
     from cebench.store.schema import PREDICTED
 
@@ -35,10 +36,11 @@ def breakdown_table(e: Explanation) -> Table:
         return f"{nbytes / e.peak_delta_bytes:.1%}" if e.peak_delta_bytes else "–"
 
     for g in e.groups:
-        table.add_group(f"{group_text(g, c)}: {format_bytes(g.nbytes)}, {share(g.nbytes)}")
+        table.add_group(f"{group_text(g, c)}: {format_bytes(g.nbytes, unit)}, {share(g.nbytes)}")
         for x in g.entries:
-            table.add_row(x.kind, x.op, x.phase, x.node or "–", str(x.count), format_bytes(x.nbytes), share(x.nbytes))
-    table.add_row("total", "", "", "", str(sum(g.count for g in e.groups)), format_bytes(e.breakdown_bytes),
+            table.add_row(x.kind, x.op, x.phase, x.node or "–", str(x.count), format_bytes(x.nbytes, unit),
+                          share(x.nbytes))
+    table.add_row("total", "", "", "", str(sum(g.count for g in e.groups)), format_bytes(e.breakdown_bytes, unit),
                   share(e.breakdown_bytes))
     peak = e.peak_block
     if peak is None:
@@ -46,15 +48,15 @@ def breakdown_table(e: Explanation) -> Table:
     else:
         assert e.peak_event is not None  # the event of `peak`
         where = f"{peak.phase}{f', {peak.node}' if peak.node else ''}: {peak.op}"
-        table.notes.append(f"peak Δ {format_bytes(e.peak_delta_bytes)} = {e.peak_delta_bytes:,} B at event "
+        table.notes.append(f"peak Δ {format_bytes(e.peak_delta_bytes, unit)} = {e.peak_delta_bytes:,} B at event "
                            f"{e.peak_event + 1} of {len(e.timeline.events)} ({where})")
     if e.residue_bytes:
         table.notes.append(f"the tensors above sum to {e.breakdown_bytes:,} B: {e.residue_bytes:,} B of the peak Δ "
                            "are frees, before the peak, of memory allocated before the step")
     else:
         table.notes.append("the tensors above sum to the peak Δ exactly")
-    table.notes.append(f"{sizes_text(c)}; inputs h, weight, targets: {format_bytes(e.base_bytes)} before the step, "
-                       "not in the peak Δ")
+    table.notes.append(f"{sizes_text(c)}; inputs h, weight, targets: {format_bytes(e.base_bytes, unit)} before the "
+                       "step, not in the peak Δ")
     if any(x.op.startswith("compiled graph") for g in e.groups for x in g.entries):
         table.notes.append("compiled graph → op: a buffer of compiled code, named by the first op of the graph that "
                            "takes it whole (its shape comes from there); no finer attribution is recorded")
@@ -69,9 +71,9 @@ def anatomy_columns() -> list[Column]:
             *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False)]
 
 
-def anatomy_table(anatomies: list[Anatomy]) -> Table:
-    """One row per variant and ce_chunk: the predicted step peak, each part's bytes at it, and
-    the part of the step it falls in."""
+def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
+    """One row per variant and ce_chunk: the predicted step peak, each part's bytes at it (in
+    `unit`, as `breakdown_table`), and the part of the step it falls in."""
     from cebench.analyze.anatomy import PARTS
     from cebench.render.anatomy_plot import label
 
@@ -80,7 +82,8 @@ def anatomy_table(anatomies: list[Anatomy]) -> Table:
                                  f"{c.activation_checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
                                  f"{c.device} (predicted on meta)")
     for a in anatomies:
-        table.add_row(label(a), format_bytes(a.peak_bytes), *(format_bytes(a.parts[p]) for p in PARTS), a.when)
+        table.add_row(label(a), format_bytes(a.peak_bytes, unit), *(format_bytes(a.parts[p], unit) for p in PARTS),
+                      a.when)
     table.notes.append("parts at the peak: parameters and optimizer state exist before the step; gradients = the "
                        "parameters' .grad made in the backward; activations = the body's forward saved (or recomputed) "
                        "for its backward; loss = made from the loss's call until the gradient of h is ready; optimizer "

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from cebench.core import devices
+from cebench.core.axes import STEP_SETTINGS
 from cebench.core.config import LOSS
 from cebench.core.units import format_bytes
 from cebench.losses import variants
@@ -16,41 +17,62 @@ if TYPE_CHECKING:
     from cebench.analyze.predicting import Fitted
 
 
-def fit_table(fitted: Fitted) -> Table:
+def setting_label(config: object, names: tuple[str, ...]) -> str:
+    """'activation_checkpointing blocks': the values of the step's settings `names` at `config`."""
+    return " · ".join(f"{name} {getattr(config, name)}" for name in names)
+
+
+def varied(fitted: Fitted) -> tuple[str, ...]:
+    """The step's settings (`STEP_SETTINGS`) that take more than one value among the fits."""
+    return tuple(n for n in STEP_SETTINGS if len({getattr(f.config, n) for f in fitted.fits}) > 1)
+
+
+def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
     """`fit`'s answer: one row per variant and ce_chunk (max batch, tokens, predicted peak in
     bytes, its share of the budget, the batch against the baseline's), with the loss alone's
-    answer where there is one and the measured peak with `measure`; the most tokens highlighted."""
+    answer where there is one and the measured peak with `measure`; the most tokens highlighted.
+    A group per value of the model step's settings that were given more than one (`varied`),
+    each row compared and highlighted within its group. `unit`: memory in that unit
+    (`cebench.core.units.BYTE_UNITS`) rather than each cell's own."""
     fits, budget, measured, alone = fitted.fits, fitted.budget, fitted.measured, fitted.alone
     assert budget is not None  # `fit` always answers for a budget
-    best = max(range(len(fits)), key=lambda i: (fits[i].tokens, -(fits[i].peak_bytes or 0)))
+    names = varied(fitted)
+    groups: dict[str, list[int]] = {}
+    for i, f in enumerate(fits):
+        groups.setdefault(setting_label(f.config, names), []).append(i)
     base = variants.baseline(LOSS)
-    base_batch = next((f.batch for f in fits if f.config.variant == base), None)
     specs = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("batch", "max batch", 0), ("tokens", "tokens", 1),
              ("peak_bytes", "predicted peak", 0), ("of_budget", "of budget", 2), ("vs_base", f"vs {base}", 1),
              ("predictions", "predictions", 3)]
     if alone:
         specs[3:3] = [("alone", "loss alone", 0), ("alone_vs_base", f"alone vs {base}", 2)]
-        alone_base = next((alone[i].batch for i, f in enumerate(fits) if f.config.variant == base and i in alone),
-                          None)
     if measured:
         specs.append(("measured", "measured peak", 0))
     table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
-                  title=f"cebench fit · budget {format_bytes(budget)} · target {fits[0].config.device}")
-    for i, f in enumerate(fits):
-        batch = f"≥ {f.batch:,} (limit)" if f.at_limit else f"{f.batch:,}" if f.batch else "none fits"
-        cells = [f.config.variant, "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}", batch,
-                 f"{f.tokens:,}", format_bytes(f.peak_bytes),
-                 "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
-                 "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×", str(f.predictions)]
-        if alone:
-            a = alone.get(i)
-            cells[3:3] = ["–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
-                          "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×"]
-        if measured:
-            r = measured.get(i)
-            cells.append("–" if r is None else format_bytes(r.peak_bytes) if r.status == Status.OK else r.status)
-        style = "bold green" if i == best and f.batch else ""
-        table.add_row(*(Text(c, style=style) for c in cells))
+                  title=f"cebench fit · budget {format_bytes(budget, unit)} · target {fits[0].config.device}")
+    for label, members in groups.items():
+        if names:
+            table.add_group(label)
+        best = max(members, key=lambda i: (fits[i].tokens, -(fits[i].peak_bytes or 0)))
+        base_batch = next((fits[i].batch for i in members if fits[i].config.variant == base), None)
+        alone_base = next((alone[i].batch for i in members if fits[i].config.variant == base and i in alone), None)
+        for i in members:
+            f = fits[i]
+            batch = f"≥ {f.batch:,} (limit)" if f.at_limit else f"{f.batch:,}" if f.batch else "none fits"
+            cells = [f.config.variant, "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}", batch,
+                     f"{f.tokens:,}", format_bytes(f.peak_bytes, unit),
+                     "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
+                     "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×", str(f.predictions)]
+            if alone:
+                a = alone.get(i)
+                cells[3:3] = ["–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
+                              "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×"]
+            if measured:
+                r = measured.get(i)
+                cells.append("–" if r is None else format_bytes(r.peak_bytes, unit) if r.status == Status.OK
+                             else r.status)
+            style = "bold green" if i == best and f.batch else ""
+            table.add_row(*(Text(c, style=style) for c in cells))
     return table
 
 
@@ -61,8 +83,12 @@ def fit_note(fitted: Fitted) -> str:
     workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
     inputs = "the inputs h, weight, targets"
     if c.has_model:
-        inputs = (f"the whole training step of {c.model}: parameters, gradients, {c.optimizer} state, activations "
-                  f"(checkpointing {c.activation_checkpointing}), the loss; loss alone: the loss step by itself at "
-                  f"the same vocab and d_model, with {inputs}")
+        names = varied(fitted)
+        optimizer = "each group's optimizer" if "optimizer" in names else c.optimizer
+        checkpointing = ("as each group says" if "activation_checkpointing" in names
+                         else f"checkpointing {c.activation_checkpointing}")
+        inputs = (f"the whole training step of {c.model}: parameters, gradients, {optimizer} state, activations "
+                  f"({checkpointing}), the loss; loss alone: the loss step by itself at the same vocab and d_model, "
+                  f"with {inputs}")
     return (f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
             f"for {c.device} (peak includes {inputs}{workspaces}).")

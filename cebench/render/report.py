@@ -29,7 +29,7 @@ _MODEL = [("step_peak_bytes", "step peak", 0), ("step_vs_base", "step vs base", 
           ("loss_time_share", "loss time", 2)]
 _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "time vs base", 2),
          ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
-         ("compile_s", "compile", 9)]
+         ("us_per_row", "time/row", 8), ("compile_s", "compile", 9)]
 
 
 def column_keys(timed: bool = True) -> list[str]:
@@ -57,12 +57,13 @@ def shape_label(row: Mapping[str, object], multi: bool = True) -> str:
     return heading(row) + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
 
 
-def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
+def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | None = None) -> Table:
     """`frame` (a results CSV's rows) as a `Table`: one group per shape, one row per
     variant and ce_chunk, memory in binary units, the median time marked `~` when noisy.
     Time columns are left out when no row was timed (predictions); why a row is not ok
     is numbered in the status column and spelled out below, as is an ok row's note (what
-    the implementation warned, an interpreter)."""
+    the implementation warned, an interpreter). `unit`: memory in that unit
+    (`cebench.core.units.BYTE_UNITS`) rather than each cell's own."""
     rows = view(frame)
     timed = rows["time_ms_median"].notna().any()
     modeled = rows["step_peak_bytes"].notna().any()
@@ -84,11 +85,11 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             status.append(f" [{reasons.index(said) + 1}]", style="dim")
         cells: dict[str, Text | str] = {
             "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{int(row['ce_chunk']):,}",
-            "peak_delta_bytes": format_bytes(cell_value(row["peak_delta_bytes"])),
+            "peak_delta_bytes": format_bytes(cell_value(row["peak_delta_bytes"]), unit),
             "mem_vs_base": _ratio(row["mem_vs_base"]),
             "mem_vs_lower_bound": format_sig3(cell_value(row["mem_vs_lower_bound"]), "×"),
-            "peak_bytes": format_bytes(cell_value(row["peak_bytes"])), "status": status,
-            "step_peak_bytes": format_bytes(cell_value(row["step_peak_bytes"])),
+            "peak_bytes": format_bytes(cell_value(row["peak_bytes"]), unit), "status": status,
+            "step_peak_bytes": format_bytes(cell_value(row["step_peak_bytes"]), unit),
             "step_vs_base": _ratio(row["step_vs_base"]),
             "loss_share": _share_cell(row["loss_share"], row["loss_share_noise"]),
             "loss_time_share": _share_cell(row["loss_time_share"], row["loss_time_noise"])}
@@ -102,6 +103,8 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
             cells["time_vs_floor"] = format_sig3(cell_value(row["time_vs_floor"]), "×")
             cells["tflops_per_s"] = format_sig3(cell_value(row["tflops_per_s"]))
             cells["tokens_per_s"] = "–" if tps is None else f"{tps:,.0f}"
+            per_row = cell_value(row["us_per_row"])
+            cells["us_per_row"] = format_ms(None if per_row is None else per_row / 1e3)
             cells["compile_s"] = "–" if compile_s is None else f"{compile_s:.1f} s"
         table.add_row(*(cells[c.key] for c in table.columns))
     bases = ", ".join(f"{n} ({w})" for w, n in rows.groupby("workload", sort=False)["baseline"].first().items() if n)
@@ -115,12 +118,14 @@ def results_table(frame: pd.DataFrame, title: str | None = None) -> Table:
         if (rows["loss_share_noise"] | rows["loss_time_noise"]).any():
             table.notes.append(f"{NOISE_SHARE}: the step with a stand-in loss measured more than the whole step, "
                                "which only noise does (other processes loading the machine): no share to show")
-    against = []  # the limits' notes, each said only when its column is shown
+    against = []  # the notes on some columns, each said only when its column is shown
     if rows["mem_vs_lower_bound"].notna().any():
         against.append(("mem_vs_lower_bound",
                         "vs bound: peak Δ / lower_bound_bytes, what any exact step must allocate"))
     if timed and rows["time_vs_floor"].notna().any():
         against.append(("time_vs_floor", "vs floor: time / matmul_floor_ms, the step's full-size matmuls timed alone"))
+    if timed:
+        against.append(("us_per_row", "time/row: time / N (batch × context rows)"))
     if timed and (rows["variant"].str.endswith(variants.COMPILED) & rows["tflops_per_s"].notna()).any():
         against.append(("tflops_per_s", "TFLOP/s of a compiled variant counts its eager twin's FLOPs"))
     if against:

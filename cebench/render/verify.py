@@ -117,6 +117,20 @@ def detail_table(checks: list[LossCheck], title: str) -> Table:
     return table
 
 
+def failures_text(losses: list[LossCheck], samplers: list[SamplerCheck]) -> str:
+    """What failed, one part per variant and setting (and dtype, where verify checked more than
+    one) with the number of its shapes that failed: 'chunked · 25% ignored at 3 shapes'; a
+    sampler's 'dense-sample's draws'. The checks a count of failed checks counts."""
+    dtypes = len({c.dtype for c in losses}) > 1
+    failed: dict[str, int] = {}
+    for c in losses:
+        if c.passed is False:
+            key = f"{c.variant} · {c.setting.label}" + (f" · {c.dtype}" if dtypes else "")
+            failed[key] = failed.get(key, 0) + 1
+    parts = [f"{key} at {n} shape{'s' * (n > 1)}" for key, n in failed.items()]
+    return "; ".join(parts + [f"{c.variant}'s draws" for c in samplers if c.passed is False])
+
+
 def sampler_table(checks: list[SamplerCheck]) -> Table:
     """One row per sampler: chi-square, degrees of freedom and p-value."""
     table = _table("Claim: chunked sampling draws from the same distribution as one dense multinomial over "
