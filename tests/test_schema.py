@@ -197,6 +197,7 @@ def test_a_count_beyond_int64_is_kept_as_a_float():
     """A prediction at N = 10¹⁰ rows, vocab 256,000, d_model 8,192 counts 1.3·10²⁰ FLOPs."""
     row = schema.Result.blank(cpu_config("dense"), "predicted")
     row.flops, row.peak_bytes = 6 * 10**10 * 256_000 * 8192, 7
-    frame = to_frame([row])
+    uncounted = schema.Result.blank(cpu_config("chunked"), "predicted")  # flops empty
+    frame = to_frame([row, uncounted])
     assert frame["flops"].dtype == "float64" and frame["flops"].iloc[0] == pytest.approx(1.258e20, rel=1e-3)
     assert frame["peak_bytes"].dtype == "Int64"

@@ -108,16 +108,17 @@ def latest(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop_duplicates(list(KEY_COLUMNS), keep="last")
 
 
+INT64_MAX = 2**63 - 1
+
+
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Integer columns as nullable Int64 (float64 where a value is beyond int64: the FLOPs of
     a prediction at N = 10¹⁰ rows, say), float columns as float64, the rest as text."""
     frame = frame.copy()
     for column in INT_COLUMNS:
         numbers = pd.to_numeric(frame[column])
-        try:
-            frame[column] = numbers.astype("Int64")
-        except OverflowError:
-            frame[column] = numbers.astype("float64")
+        beyond = numbers.abs().max() > INT64_MAX if numbers.notna().any() else False
+        frame[column] = numbers.astype("float64" if beyond else "Int64")
     for column in FLOAT_COLUMNS:
         frame[column] = pd.to_numeric(frame[column]).astype("float64")
     return frame
