@@ -114,9 +114,11 @@ def normal(output: str) -> list[str]:
 
 
 def quick(command: str) -> str:
-    """`command` as a test runs it again: a sweep times one step per point, not the default
-    repeats (its times are masked; its bytes are the same)."""
-    return command + " --repeats 1" if argv(command)[0] == "sweep" and "--repeats" not in command else command
+    """`command` as a test runs it again: a sweep runs one warm-up step and times one step per
+    point, not the defaults (its times are masked; an eager step's bytes are the same)."""
+    if argv(command)[0] != "sweep":
+        return command
+    return command + "".join(f" --{o} 1" for o in ("warmup", "repeats") if f"--{o}" not in command)
 
 
 def run(command: str) -> str:
