@@ -37,9 +37,9 @@ def predict(config: Config) -> Result:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
     if config.has_model:  # a loss that cannot be predicted alone (a custom op, say) is told in milliseconds
-        alone = _alone(config)
-        if alone.status != Status.OK:
-            result.status, result.error = alone.status, alone.error
+        status, error = _alone(config)
+        if status != Status.OK:
+            result.status, result.error = status, error
             return result
     try:  # with the FLOPs of the same meta step, as `count_flops` counts a measured row's
         reading, flops = series.predicted(config)
@@ -63,13 +63,20 @@ def predict(config: Config) -> Result:
 def unpredictable(config: Config) -> str | None:
     """Why `config`'s variant cannot be predicted (None: it can), asked of its loss alone at
     batch 1 (a loss that cannot be predicted cannot be inside a model either)."""
-    first = _alone(config)
-    return None if first.status == Status.OK else first.error
+    status, error = _alone(config)
+    return None if status == Status.OK else error
 
 
-def _alone(config: Config) -> Result:
-    """The prediction of `config`'s loss alone at batch 1 (milliseconds)."""
-    return predict(training.loss_alone(replace(config, batch=1)))
+def _alone(config: Config) -> tuple[str, str]:
+    """The status and error of the prediction of `config`'s loss alone at batch 1
+    (milliseconds; once per process: every batch of a point asks the same)."""
+    return _status(training.loss_alone(replace(config, batch=1)))
+
+
+@functools.lru_cache(maxsize=256)
+def _status(config: Config) -> tuple[str, str]:
+    row = predict(config)
+    return row.status, row.error
 
 
 def _model_columns(result: Result, config: Config, state_bytes: int | None) -> None:
