@@ -172,9 +172,11 @@ DEEP_TYPES = {
 }
 
 
-def deep(tmp_path: Path, model_type: str) -> str:
-    path = tmp_path / f"{model_type}.json"
-    path.write_text(json.dumps(DEEP_TYPES[model_type]))
+def deep(tmp_path: Path, model_type: str, blocks: int = 7) -> str:
+    """A config file of `model_type` with `blocks` blocks."""
+    config = DEEP_TYPES[model_type]
+    path = tmp_path / f"{model_type}-{blocks}.json"
+    path.write_text(json.dumps({**config, ("n_layer" if "n_layer" in config else "num_hidden_layers"): blocks}))
     return str(path)
 
 
@@ -220,3 +222,29 @@ def test_blocks_and_batch_extrapolated_together_equal_the_whole_trace(tmp_path, 
 
 def test_a_shallow_model_is_not_extrapolated_along_its_blocks(small):
     assert series.layers(point("cpu", variant="dense", model=small, context="6")) is None
+
+
+def test_a_billion_blocks_cost_what_seven_do(tmp_path, monkeypatch):
+    """Parameters are counted on decoders of no block and one, steps traced with 2, 3 and 4:
+    a config of 10⁹ blocks answers in the time 7 do, its state exactly affine in the blocks."""
+    from cebench.models.decoder import Decoder
+    from cebench.models.model import resolve_model
+
+    seven = deep(tmp_path, "llama")
+    decoder = Decoder(resolve_model(seven).spec, device="meta")
+    assert resolve_model(seven).n_params == sum(p.numel() for p in decoder.parameters())
+    traced: list[int | None] = []
+    real = series.trace
+
+    def counting(config: Config, *args, **kwargs):
+        traced.append(kwargs.get("layers"))
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(series, "trace", counting)
+    grid = {"variant": "chunked", "context": "6", "ce_chunk": "10", "dtype": "bf16", "batch": "3"}
+    billion, _ = series.predicted(point("h100-80gb", model=deep(tmp_path, "llama", 10**9), **grid))
+    assert set(traced) == {2, 3, 4}
+    eight = deep(tmp_path, "llama", 8)
+    seven_state, eight_state = (whole(point("h100-80gb", model=m, **grid))[2] for m in (seven, eight))
+    assert billion.state_bytes == seven_state + (10**9 - 7) * (eight_state - seven_state)
+

@@ -56,6 +56,7 @@ SAMPLES = 4  # periods in the smallest traced batch: each loop has run a regular
 WORTH = 8  # periods beyond the smallest sample from which extrapolating is cheaper than one whole trace
 LAYERS = 2  # blocks in the smallest sample along a model's blocks: the first and the last block differ from the rest
 WORTH_LAYERS = 3  # blocks beyond the samples from which extrapolating along them is cheaper than a whole trace
+WRITTEN_OUT = 1024  # blocks beyond which a step is not written out as a batch series' sample (real models: ≤ 128)
 
 
 class EventTracker(StorageTracker):
@@ -324,12 +325,15 @@ def _signed(kind: str, nbytes: int) -> int:
 def period(config: Config) -> int | None:
     """The step along `config`'s batch axis (`size`) that adds whole iterations to its loops
     and keeps its last chunk as it is, or None when its step is not declared affine in the
-    rows (`Variant.affine_in_rows`) or its model is a user's build."""
+    rows (`Variant.affine_in_rows`), or its model is a user's build or has more than
+    `WRITTEN_OUT` blocks (a batch series' samples are written out block by block)."""
     name = config.variant
     if name != training_mod.BODY and not variants.get(name).affine_in_rows:
         return None
-    if config.has_model and resolve_model(config.model).spec is None:
-        return None
+    if config.has_model:
+        spec = resolve_model(config.model).spec
+        if spec is None or spec.n_layers > WRITTEN_OUT:
+            return None
     chunk = config.ce_chunk
     if not config.has_model:
         return chunk or 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -113,10 +113,12 @@ def presets() -> list[Model]:
 
 
 def _decoder_model(name: str, source: str, spec: ModelSpec) -> Model:
+    """The reference decoder's `Model` for `spec`; its parameters counted on decoders of no
+    block and of one (its blocks are alike), so a deep config costs no more than a shallow one."""
     from cebench.models.decoder import Decoder
 
-    decoder = Decoder(spec, device="meta")
-    return Model(name, source, spec, Built(decoder, decoder.head).n_params, spec.vocab, spec.d_model)
+    none, one = (Built(d, d.head).n_params for d in (Decoder(replace(spec, n_layers=n), device="meta") for n in (0, 1)))
+    return Model(name, source, spec, none + spec.n_layers * (one - none), spec.vocab, spec.d_model)
 
 
 def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> Built:
