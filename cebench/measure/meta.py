@@ -77,14 +77,14 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     before = [t for t in before if t.device.type in on]
     tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
     if not _reads_data(config):  # an op's outputs on meta are remembered: the ops below the tracker are known
-        tracker.cache = OpCache(counter)
+        tracker.cache = OpCache()
+    tracker.flops = counter
     step = steady.make(tracker.wrap(steady.fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
-    # The tracker above the counter: the ops of a custom op's Python kernel, which the tracker runs, are counted
-    # too; above the answers to data reads, which its ops reach.
-    with counter if counter is not None else contextlib.nullcontext(), rng, _peers_run(config, answers) as skipped, \
-            tracker:
+    # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
+    # the answers to data reads, which its ops reach.
+    with rng, _peers_run(config, answers) as skipped, tracker:
         step.run()
     tracker.skipped = skipped.note()
     if tracker.opaque:

@@ -13,20 +13,16 @@ aliases an input (a view), an op whose first call returned a storage shared with
 another output, larger than its strides need, or a tensor with a conjugate or negative bit,
 and an in-place op whose first call changed an input's sizes, strides or storage, are always
 run. So are ops whose outputs depend on data (`nonzero`, `.item()`), and any op with a
-non-meta tensor among its inputs. The FLOPs of a remembered op are counted by the
-`FlopCounterMode` the trace counts on, as if it had run.
+non-meta tensor among its inputs.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
-
-if TYPE_CHECKING:
-    from torch.utils.flop_counter import FlopCounterMode
 
 LIMIT = 200_000  # entries kept before the cache starts afresh (a few hundred bytes each)
 _UNCACHEABLE = object()
@@ -65,12 +61,7 @@ def _kind(func: torch._ops.OpOverload) -> str | None:
 
 
 class OpCache:
-    """Runs ATen ops on meta tensors, answering from `_ENTRIES` what it has seen before;
-    `counter` (the FLOP counter right below the caller's mode, if any) counts what it
-    answers."""
-
-    def __init__(self, counter: FlopCounterMode | None = None) -> None:
-        self.counter = counter
+    """Runs ATen ops on meta tensors, answering from `_ENTRIES` what it has seen before."""
 
     def run(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
         """`func(*args, **kwargs)`'s outputs: `call()`'s, or made from the entry for these inputs."""
@@ -105,8 +96,6 @@ class OpCache:
             with torch._C._DisableTorchDispatch():  # made here, not an op of the step: no mode below sees them
                 made = [torch.empty_strided(size, stride, dtype=dtype, device="meta") for dtype, size, stride in leaves]
             out = tree_unflatten(made, spec)
-        if self.counter is not None:
-            self.counter._count_flops(func._overloadpacket, out, args, kwargs)
         return out
 
 

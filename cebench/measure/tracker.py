@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -44,6 +45,9 @@ from cebench.measure.timeline import (
     marking,
     op_name,
 )
+
+if TYPE_CHECKING:  # its module imports triton (`meta.flop_counter` chooses the interpreter first)
+    from torch.utils.flop_counter import FlopCounterMode
 
 # ATen ops that run on cuBLAS on a GPU (each thread that runs one gets a cuBLAS handle and workspace).
 BLAS_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_scaled_mm",
@@ -73,6 +77,7 @@ class StorageTracker(TorchDispatchMode):
         self.transparent: set[str] = set()  # custom ops run by their Python kernel: their buffers are seen
         self.skipped = ""  # what the traced step launched and did not run (`meta.trace`: Triton launches)
         self.cache: OpCache | None = None  # answers ops on meta seen before (`meta.trace` sets it)
+        self.flops: FlopCounterMode | None = None  # counts the FLOPs of every ATen op it sees (`meta.trace` sets it)
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -118,10 +123,13 @@ class StorageTracker(TorchDispatchMode):
         if kernel is not None:
             with self:  # the kernel's own ops come through here (and through any mode below: a FLOP counter)
                 out = kernel(*args, **(kwargs or {}))
-        elif self.cache is not None:
-            out = self.cache.run(func, args, kwargs or {}, lambda: func(*args, **(kwargs or {})))
         else:
-            out = func(*args, **(kwargs or {}))
+            if self.cache is not None:
+                out = self.cache.run(func, args, kwargs or {}, lambda: func(*args, **(kwargs or {})))
+            else:
+                out = func(*args, **(kwargs or {}))
+            if self.flops is not None:  # counted here, not by a mode of its own: one dispatch less per op
+                self.flops._count_flops(func._overloadpacket, out, args, kwargs or {})
         for value in tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
                 self.track(value)
