@@ -125,11 +125,34 @@ def test_a_huge_batch_costs_three_small_traces(monkeypatch):
     assert 0 < rest < 3 * 4 * 512 * 4
 
 
-def test_variants_that_do_not_declare_their_loop_are_traced_whole(monkeypatch):
-    config = point("h100-80gb", variant="torch-lce-auto", context="6", vocab="50", d_model="8", dtype="bf16")
+def test_variants_that_do_not_declare_their_loop_are_traced_whole(tmp_path):
+    """A user's loss: its loop, if it has one, is its own."""
+    loss = tmp_path / "mine.py"
+    loss.write_text("import torch.nn.functional as F\n"
+                    "def ce(h, weight, targets, ce_chunk):\n"
+                    "    return F.cross_entropy(h @ weight.T, targets)\n")
+    config = point("h100-80gb", variant=f"{loss}:ce", context="6", vocab="50", d_model="8", dtype="bf16",
+                   batch="1000")
     assert series.period(config) is None
-    assert series.predicted(replace(config, batch=1000)) == (predict_peak(replace(config, batch=1000)),
-                                                             meta.count_flops(replace(config, batch=1000)))
+    assert series.predicted(config) == (predict_peak(config), meta.count_flops(config))
+
+
+@pytest.mark.parametrize(("target", "extra"), [
+    ("cpu", {}), ("cuda", {"reduction": "none"}), ("h100-80gb", {"label_smoothing": "0.1"}),
+    ("h100-80gb", {"grads": "keep"}),
+])
+def test_torch_lce_auto_is_torch_lce_at_the_chunk_torch_picks_and_is_extrapolated(target, extra):
+    """torch resolves `LinearCrossEntropyOptions()` to a chunk from N, vocab and d_model, then
+    runs as torch-lce with that chunk: the same trace at every N, so auto is extrapolated."""
+    dtype = "fp32" if target == "cpu" else "bf16"
+    for batch in (37, 1000, 4097):
+        config = point(target, variant="torch-lce-auto", batch=str(batch), context="3", vocab="500", d_model="24",
+                       dtype=dtype, **extra)
+        same = series.traced_as(config)
+        assert same.variant == "torch-lce" and same.ce_chunk and whole(config) == whole(same)
+        assert series.period(config) == same.ce_chunk
+        got, flops = series.predicted(config)
+        assert (got.base_bytes, got.peak_bytes, got.state_bytes, flops) == whole(config)
 
 
 def test_insertions_are_found_as_repeated_runs():

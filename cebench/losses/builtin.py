@@ -8,10 +8,13 @@ padding, which every loss is given.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 
-from cebench.core import interpreter
+from cebench.core import devices, interpreter
+from cebench.core.config import Config
 from cebench.losses.inputs import IGNORE_INDEX
 from cebench.vendor.fractus_ce import chunked_cross_entropy, sample_tokens_chunked
 
@@ -83,6 +86,18 @@ def torch_linear_cross_entropy_auto(h: torch.Tensor, weight: torch.Tensor, targe
     """`F.linear_cross_entropy` with `LinearCrossEntropyOptions()`: torch picks the chunking."""
     return F.linear_cross_entropy(h, weight, targets, reduction=reduction, label_smoothing=label_smoothing,
                                   options=torch.nn.LinearCrossEntropyOptions())
+
+
+def torch_lce_auto_steps(config: Config) -> Config:
+    """torch-lce-auto's point as torch-lce's, whose step is the same op for op:
+    `F.linear_cross_entropy` resolves `LinearCrossEntropyOptions()` to the batch_chunk_size
+    torch picks for N rows, vocab and d_model on the device and dtype it runs on (its own
+    `_adjust`), then runs exactly as when that size is given."""
+    kind = devices.get(config.device).kind
+    picked = torch.nn.LinearCrossEntropyOptions()._adjust(
+        num_batches=config.tokens, in_features=config.d_model, num_classes=config.vocab, dtype=config.torch_dtype,
+        device=torch.device(kind))
+    return replace(config, variant="torch-lce", ce_chunk=picked.batch_chunk_size)
 
 
 def liger_fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,

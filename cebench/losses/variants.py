@@ -75,7 +75,9 @@ class Variant:
     and time are not those of the hardware it was written for. `affine_in_rows`: its step
     is a fixed sequence of ops plus one identical iteration per `ce_chunk` rows (none
     without chunks), every buffer's bytes affine in the rows, so a prediction at any size
-    is extrapolated from a few small ones (`cebench.measure.series`).
+    is extrapolated from a few small ones (`cebench.measure.series`). `same_steps`: the
+    ``'module:function'`` that maps a point to another variant's whose step is this one's,
+    op for op (`traced_as`).
     """
 
     name: str
@@ -93,6 +95,7 @@ class Variant:
     supports: frozenset[str] = frozenset()
     interpreted_on: tuple[str, ...] = ()
     affine_in_rows: bool = False
+    same_steps: str | None = None
 
     def load(self) -> Fn:
         """The eager function (its module imported now, when `fn` is a path)."""
@@ -100,6 +103,13 @@ class Variant:
             return self.fn
         module, _, attr = self.fn.partition(":")
         return getattr(importlib.import_module(module), attr)
+
+    def traced_as(self, config: Config) -> Config:
+        """The point whose step is `config`'s, op for op (`same_steps`; else `config`)."""
+        if self.same_steps is None:
+            return config
+        module, _, attr = self.same_steps.partition(":")
+        return cast("Callable[[Config], Config]", getattr(importlib.import_module(module), attr))(config)
 
     def build(self, fresh: bool = True) -> Fn:
         """The callable to measure. A compiled variant starts from an empty Dynamo cache,
@@ -275,7 +285,8 @@ register(Variant("torch-lce", LOSS, f"{_IMPL}:torch_linear_cross_entropy", chunk
                  requires=TORCH_LCE, supports=LCE_FEATURES, affine_in_rows=True))
 register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_auto", chunked=False, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions() (torch picks the chunks)",
-                 requires=TORCH_LCE, on_request_on=("cpu",), supports=LCE_FEATURES))  # CPU: 2-row chunks, ~17x dense
+                 requires=TORCH_LCE, on_request_on=("cpu",), supports=LCE_FEATURES,  # CPU: 2-row chunks, ~17x dense
+                 same_steps=f"{_IMPL}:torch_lce_auto_steps"))
 # On a CPU Liger's kernels run under Triton's interpreter (tested for correctness; too slow for a default sweep).
 register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
                  summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks)",

@@ -327,6 +327,7 @@ def period(config: Config) -> int | None:
     and keeps its last chunk as it is, or None when its step is not declared affine in the
     rows (`Variant.affine_in_rows`), or its model is a user's build or has more than
     `WRITTEN_OUT` blocks (a batch series' samples are written out block by block)."""
+    config = traced_as(config)
     name = config.variant
     if name != training_mod.BODY and not variants.get(name).affine_in_rows:
         return None
@@ -338,6 +339,12 @@ def period(config: Config) -> int | None:
     if not config.has_model:
         return chunk or 1
     return chunk // math.gcd(chunk, config.context) if chunk else 1
+
+
+def traced_as(config: Config) -> Config:
+    """The point whose step is `config`'s, op for op (`Variant.traced_as`: torch-lce-auto at N
+    rows is torch-lce at the chunk torch picks for N, so it is extrapolated too)."""
+    return config if config.variant == training_mod.BODY else variants.get(config.variant).traced_as(config)
 
 
 def size(config: Config) -> int:
@@ -367,6 +374,7 @@ def series(config: Config, flops: bool = True) -> Series | None:
     unless `flops` is False), or None when there is none: not declared affine, the batch
     below the samples, or traces that do not repeat. Shared by every batch of the same
     point and residue (`fit` asks many)."""
+    config = traced_as(config)
     step = period(config)
     if step is None:
         return None
@@ -412,6 +420,7 @@ def predicted(config: Config, *, flops: bool = True, shared: bool = False) -> tu
     trace (chunks, and a batch `WORTH` periods beyond the samples' first), or whenever it
     exists if `shared` (one of many batches of the same point, as `fit` asks: they share
     its traces); else from its model's blocks' `Series`; else from one whole trace."""
+    config = traced_as(config)
     step, value = period(config), size(config)
     if step is not None and (shared or config.ce_chunk and value >= value % step + (SAMPLES + WORTH) * step):
         found = series(config, flops)
