@@ -137,6 +137,7 @@ def test_variants_that_do_not_declare_their_loop_are_traced_whole(tmp_path):
     assert series.predicted(config) == (predict_peak(config), meta.count_flops(config))
 
 
+@pytest.mark.filterwarnings("ignore:linear_cross_entropy. ``options`` ignored")  # label smoothing: full logits
 @pytest.mark.parametrize(("target", "extra"), [
     ("cpu", {}), ("cuda", {"reduction": "none"}), ("h100-80gb", {"label_smoothing": "0.1"}),
     ("h100-80gb", {"grads": "keep"}),
