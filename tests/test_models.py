@@ -189,6 +189,7 @@ BAD_CONFIGS = {
     "a wrong type": ({**CONFIGS["llama"], "num_hidden_layers": "3"}, "num_hidden_layers is '3'; it is a positive"),
     "heads that do not divide": ({**CONFIGS["llama"], "num_key_value_heads": 3}, "3 key/value heads do not divide 4"),
     "an unknown activation": ({**CONFIGS["llama"], "hidden_act": "relu2"}, "hidden_act is 'relu2'; it is one of"),
+    "an infinite number": ({**CONFIGS["llama"], "rope_theta": float("inf")}, "rope_theta is inf; it is a positive,"),
 }
 
 
@@ -207,6 +208,7 @@ BAD_NAMES = {
     "missing.json": "missing.json: no such file",
     "missing.py:build": "missing.py: no such file",
     "no_such_module_xyz:build": "cannot import no_such_module_xyz",
+    "{user}": "user.py: a Python file names the function that builds the model: user.py:build",
     "{user}:nothing": "has no attribute 'nothing'",
     "{user}:NOT_CALLABLE": "is int, not a function",
     "{user}:raises": "build() raised RuntimeError: no weights here",

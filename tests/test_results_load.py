@@ -59,6 +59,19 @@ def test_show_prints_the_table_sweep_printed(measured):
     assert f"2 rows from {path}" in result.stdout
 
 
+def test_a_csv_saved_with_a_byte_order_mark_reads_as_it_was(measured, tmp_path):
+    """A spreadsheet's "CSV UTF-8" starts with a byte-order mark: show, check and merge read
+    it as the file it was saved from."""
+    path, _ = measured
+    marked = tmp_path / "marked.csv"
+    marked.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert body(invoke("show", marked).stdout, "peak") == body(invoke("show", path).stdout, "peak")
+    check = invoke("check", marked, "--baseline", path, "--mem-tol", "0%")
+    assert check.exit_code == 0 and "2 points matched" in check.stdout, check.output
+    merged = invoke("merge", marked, "--out", tmp_path / "merged.csv")
+    assert merged.exit_code == 0, merged.output
+
+
 def test_show_uses_the_last_row_of_a_repeated_configuration(measured, tmp_path):
     path, _ = measured
     def append(frame: pd.DataFrame) -> pd.DataFrame:

@@ -98,6 +98,8 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
     if text in PRESETS:
         config = json.loads((files("cebench.models") / "presets" / f"{text}.json").read_text(encoding="utf-8"))
         return _decoder_model(text, PRESETS[text].source, parse(config, text))
+    if text.endswith(".py"):
+        raise UsageError(f"{text}: a Python file names the function that builds the model: {text}:build", "model")
     if text.endswith(".json") or Path(text).is_file():
         return _decoder_model(text, f"config file {text}", parse(read_config(text), text))
     if is_spec(text):

@@ -16,6 +16,7 @@ as `attn_softcap`) and sliding windows (the same as full causal attention up to
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -186,8 +187,8 @@ class _Fields:
     @overload
     def number(self, key: str, default: None) -> float | None: ...
     def number(self, key: str, default: float | None) -> float | None:
-        value = self._get(key, default, "a positive number",
-                          lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+        value = self._get(key, default, "a positive, finite number",
+                          lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf)
         return value if value is None else float(value)
 
     def flag(self, key: str, default: bool) -> bool:

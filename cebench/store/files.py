@@ -31,6 +31,7 @@ try:
 except ImportError:  # not POSIX: no lock
     fcntl = None  # type: ignore[assignment]
 
+READ_ENCODING = "utf-8-sig"  # how a CSV is read: UTF-8, a byte-order mark (a spreadsheet's "CSV UTF-8") skipped
 FILE_MODE = 0o666  # every file cebench writes: read-write for all, less the umask (0644 with the usual 022)
 
 
@@ -179,7 +180,7 @@ def existing_header(path: Path, advice: str = "; choose another --out") -> tuple
             raise UsageError(f"{path} is a directory, not a CSV file")
         if not path.exists() or path.stat().st_size == 0:
             return None
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding=READ_ENCODING) as f:
             header = tuple(next(csv.reader(f), []))
     except OSError as exc:  # a name too long, a folder that cannot be searched
         raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
@@ -293,7 +294,7 @@ def read_rows(path: Path, warn: bool = True) -> Rows:
     if header is None:
         raise UsageError(f"{path}: no such file, or an empty one")
     try:
-        text = path.read_text()
+        text = path.read_text(encoding=READ_ENCODING)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
     return parse(path, text, warn)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from cebench.core.errors import UsageError
-from cebench.store.files import Rows, parse
+from cebench.store.files import READ_ENCODING, Rows, parse
 from cebench.store.files import cell as csv_cell
 from cebench.store.schema import (
     ADDED,
@@ -49,7 +49,7 @@ def load(path: Path) -> pd.DataFrame:
             raise UsageError(f"{path} is a directory, not a CSV file")
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
-        text = path.read_text()
+        text = path.read_text(encoding=READ_ENCODING)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
     if not text.strip():
