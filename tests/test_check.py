@@ -50,6 +50,18 @@ def test_identical_results_pass(measured):
     assert r["passed"] and r["matched"] == 4 and not (r["regressed"] or r["improved"] or r["missing"])
 
 
+def test_a_predicted_baseline_is_said_to_be_one(measured, tmp_path):
+    predicted = tmp_path / "predicted.csv"
+    made = CliRunner().invoke(app, ["predict", "--target", "cpu", "--variant", "dense,chunked", "--batch", "1,2",
+                                    "--context", "32", "--vocab", "1000", "--d-model", "16", "--ce-chunk", "16",
+                                    "--out", str(predicted)])
+    assert made.exit_code == 0, made.output
+    result = check(measured, "--baseline", predicted)
+    said = f"warning: {predicted}: 4 row(s) are predictions (cebench predict), not measurements"
+    assert result.exit_code == 0 and said in result.output and f"{measured}:" not in result.output, result.output
+    assert "warning" not in check(measured, "--baseline", measured).output  # measurements alone: nothing to say
+
+
 def test_baseline_peak_lowered_by_10_percent_fails(measured, tmp_path):
     baseline = rewrite(measured, tmp_path / "baseline.csv", lambda f: scale_peak(f, "chunked", 2, 0.9))
     result = check(measured, "--baseline", baseline)

@@ -153,6 +153,19 @@ def test_merge_drops_exact_repeats_and_refuses_conflicts(tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad.csv").exists()
 
 
+def test_merge_refuses_predictions_beside_measurements(tmp_path):
+    """A results CSV holds one kind of row: predictions of the very points measured would
+    otherwise sit beside them, and `check` pass on them."""
+    measured, predicted = tmp_path / "measured.csv", tmp_path / "predicted.csv"
+    sweep(measured, "--variant", "dense")
+    result = CliRunner().invoke(app, ["predict", "--target", "cpu", "--variant", "dense", "--batch", "1", "--context",
+                                      "16", "--vocab", "600", "--d-model", "16", "--out", str(predicted)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["merge", str(measured), str(predicted), "--out", str(tmp_path / "mixed.csv")])
+    assert result.exit_code == 2 and not (tmp_path / "mixed.csv").exists()
+    assert f"{predicted} (line 2) holds predictions and {measured} (line 2) measurements" in result.stderr
+
+
 def test_merge_reads_older_schemas_and_refuses_newer_ones(tmp_path):
     baseline = Path(__file__).resolve().parents[1] / "results" / "baseline.csv"  # schema 1
     a = tmp_path / "a.csv"

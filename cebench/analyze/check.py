@@ -25,7 +25,7 @@ import pandas as pd
 from cebench.analyze.stats import mann_whitney_greater
 from cebench.core.errors import UsageError
 from cebench.store.frame import distinct, latest, samples
-from cebench.store.schema import FAILED, KEY_COLUMNS, Status
+from cebench.store.schema import FAILED, KEY_COLUMNS, PREDICTED, Status
 
 ALPHA = 0.05  # significance threshold of the time gate's one-sided Mann-Whitney U test
 
@@ -160,6 +160,10 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
         if repeated:
             report.warnings.append(f"{name}: {repeated} row(s) repeat an earlier configuration; "
                                    "the last row of each is compared")
+        guessed = int((frame["mem_method"] == PREDICTED).sum())
+        if guessed:
+            report.warnings.append(f"{name}: {guessed} row(s) are predictions (cebench predict), not measurements: "
+                                   "their peaks are what meta tensors predict, and they have no time")
     unsampled = 0
     merged = latest(baseline).merge(latest(results), on=keys, how="outer", suffixes=("_b", "_r"),
                                     indicator=True, sort=False)

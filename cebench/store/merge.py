@@ -55,11 +55,13 @@ def merge(paths: list[Path]) -> Merged:
     cebench CSV, one written by a newer release (columns this one does not know, or a
     newer `schema_version`), or a point (its key columns; predicted and measured rows
     apart) whose rows in two files differ: merging must not pick one measurement over
-    another silently. Within one file the last row of a
-    point is kept (a point measured again: `sweep --resume` after an error)."""
+    another silently, or predictions (`cebench predict`) beside measurements: a results CSV
+    holds one kind of row, as `predict --out` and `sweep --out` keep it. Within one file the
+    last row of a point is kept (a point measured again: `sweep --resume` after an error)."""
     merged = Merged()
     seen: set[tuple[str, ...]] = set()
     owner: dict[tuple[str, ...], Path] = {}
+    kinds: dict[bool, tuple[Path, int]] = {}  # predicted or not → the first file and line of that kind
     for path in paths:
         data = read_rows(path)
         unknown = [c for c in data.header if c not in COLUMNS]
@@ -76,7 +78,12 @@ def merge(paths: list[Path]) -> Merged:
             if version.isdigit() and int(version) > SCHEMA_VERSION:
                 raise UsageError(f"{path}: line {number} was written with schema {version} by a newer cebench "
                                  f"(this one reads up to {SCHEMA_VERSION}); merge it with that release")
-            key = tuple(row.get(c, BEFORE.get(c, "")) for c in KEY_COLUMNS) + (str(predicted(row)),)
+            kinds.setdefault(predicted(row), (path, number))
+            if len(kinds) > 1:
+                (p_path, p_line), (m_path, m_line) = kinds[True], kinds[False]
+                raise UsageError(f"{p_path} (line {p_line}) holds predictions and {m_path} (line {m_line}) "
+                                 "measurements: merge each kind into a CSV of its own")
+            key = tuple(row.get(c, BEFORE.get(c, "")) for c in KEY_COLUMNS)
             last[key] = len(keyed)
             keyed.append((number, row, key))
         merged.superseded += len(keyed) - len(last)
@@ -89,7 +96,7 @@ def merge(paths: list[Path]) -> Merged:
                 continue
             other = owner.setdefault(key, path)
             if other != path:
-                raise UsageError(f"{path}: line {number} measures {_describe(key[:-1])}, which {other} measured "
+                raise UsageError(f"{path}: line {number} measures {_describe(key)}, which {other} measured "
                                  "differently; merge keeps every measurement of a point from one file (leave one "
                                  "of them out)")
             seen.add(cells)
