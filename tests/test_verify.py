@@ -51,6 +51,16 @@ def test_verify_passes_on_the_vendored_implementation_without_padding():
     assert "chunked-compiled" in res.output and "chunked-sample" in res.output
 
 
+def test_an_ignore_frac_that_leaves_no_target_is_not_a_failure():
+    """--ignore-frac 0.999 ignores every target at verify's shapes: a mean over no target is
+    the edge case, not a check of torch's own loss (it was 'FAIL' for F.cross_entropy)."""
+    res = CliRunner().invoke(app, ["verify", "--variant", "dense,chunked", "--ignore-frac", "0.999", "--softcap", "0",
+                                   "--label-smoothing", "0", "--z-loss", "0", "--reduction", "mean"],
+                             env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and "FAIL" not in res.output, res.output
+    assert "dense    pass        n/a" in res.output and "every target ignored (nan): no mean to compare" in res.output
+
+
 def test_verify_fails_on_a_loss_off_by_one_chunk(registry):
     _register(registry, "off-by-chunk", "loss", _skips_partial_chunk)
     by_case = {c.name: verify_loss("off-by-chunk", c, "fp32") for c in LOSS_CASES}

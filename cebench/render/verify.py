@@ -26,11 +26,15 @@ def _table(title: str, specs: list[tuple[str, str, bool, int]]) -> Table:
 
 def _cell(checks: list[LossCheck]) -> Text:
     """One matrix cell: FAIL if a case failed, pass if all passed, – where unsupported,
-    skip where Triton's interpreter cannot run it."""
+    skip where Triton's interpreter cannot run it, n/a where no target is left."""
+    from cebench.analyze.verify import NO_TARGET
+
     if any(c.passed is False for c in checks):
         return Text("FAIL", style="bold red")
     if checks and all(c.passed for c in checks):
         return Text("pass", style="green")
+    if any(c.outcome == NO_TARGET for c in checks):
+        return Text("n/a", style="dim")
     return Text("skip" if any(c.outcome == "interpreter" for c in checks) else "–", style="dim")
 
 
@@ -45,7 +49,7 @@ def matrix_table(checks: list[LossCheck], settings: list[Setting], dtype: str) -
         table.add_row(name, *(_cell([c for c in shaped if c.variant == name and c.setting == s]) for s in settings))
     legend = "; ".join(["off = every semantics off", *_legend(settings)])
     table.notes.append(f"Columns: {legend}. –: the variant does not support it (an unsupported row in a sweep); "
-                       "skip: Triton's interpreter cannot run it on this CPU.")
+                       "skip: Triton's interpreter cannot run it on this CPU; n/a: every target ignored at a shape.")
     return table
 
 
@@ -149,8 +153,10 @@ def sampler_table(checks: list[SamplerCheck]) -> Table:
 def shown_table(checks: list[LossCheck], details: bool) -> Table | None:
     """The detail table of the shaped checks that failed, skipped or warned (`details`: of
     every one); None when there are none."""
+    from cebench.analyze.verify import NO_TARGET
+
     shown = [c for c in checks if not c.case.edge and (details or c.passed is False or c.warned
-                                                       or c.outcome == "interpreter")]
+                                                       or c.outcome in ("interpreter", NO_TARGET))]
     return detail_table(shown, "Every setting" if details else "Failures, skips and warnings") if shown else None
 
 
