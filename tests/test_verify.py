@@ -95,7 +95,10 @@ def test_verify_fails_on_skewed_or_misplaced_samplers(registry):
 def test_verify_bad_input_exits_2():
     runner = CliRunner()
     for args, message in ((["--temperature", "0"], "--temperature"), (["--vocab", "1"], "--vocab: 1 is too small"),
-                          (["--variant", "nope"], "--variant: unknown 'nope'"), (["--dtype", "fp8"], "--dtype")):
+                          (["--variant", "nope"], "--variant: unknown 'nope'"), (["--dtype", "fp8"], "--dtype"),
+                          (["--variant", "chunked-sample", "--draws", "99999999999"],
+                           "--draws: 99,999,999,999 draws × vocab 16 is 1,599,999,999,984 logits, beyond"),
+                          (["--variant", "dense-sample", "--vocab", "99999999"], "fewer draws or a smaller --vocab")):
         res = runner.invoke(app, ["verify", *args])
         assert res.exit_code == 2 and message in res.output, (args, res.output)
 

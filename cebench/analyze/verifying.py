@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cebench.core.axes import BY_NAME
-from cebench.core.config import WORKLOADS
+from cebench.core.config import SAMPLE, WORKLOADS
 from cebench.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ class Verified:
         return all(c.passed is not False for c in self.losses) and all(c.passed is not False for c in self.samplers)
 
 
+SAMPLER_LOGITS = 2**30  # draws × vocab: the dense sampler holds them as fp32 logits (4 GiB) on this machine
+
+
 def verify(*, variant: str | None = None, device: str = "auto", dtype: str | None = None, temperature: float = 0.9,
            vocab: int = 16, draws: int = 200_003, ce_chunk: int = 4096, **semantics: Any) -> Verified:
     """Check the correctness claims of every variant (or of `variant`) on `device` ('auto',
@@ -43,6 +46,7 @@ def verify(*, variant: str | None = None, device: str = "auto", dtype: str | Non
     from cebench.analyze.verify import SampleCase, run_all, settings
     from cebench.core import devices
     from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
+    from cebench.losses import variants
     from cebench.run.grid import check_temperature, option_text, select_variants
 
     unknown = sorted(set(semantics) - {a.name for a in SEMANTICS})
@@ -56,6 +60,10 @@ def verify(*, variant: str | None = None, device: str = "auto", dtype: str | Non
     parse_vocab(str(vocab), "vocab")
     if draws < 100:
         raise UsageError("at least 100 draws are needed for a chi-square test", "draws")
+    if draws * vocab > SAMPLER_LOGITS and any(variants.get(n).workload == SAMPLE for n in names):
+        raise UsageError(f"{draws:,} draws × vocab {vocab:,} is {draws * vocab:,} logits, beyond the "
+                         f"{SAMPLER_LOGITS:,} ({SAMPLER_LOGITS * 4 // 2**30} GiB of fp32) the samplers' test holds "
+                         "here: fewer draws or a smaller --vocab", "draws")
     if ce_chunk < 1:
         raise UsageError(f"{ce_chunk} must be a positive integer", "ce_chunk")
     check_temperature(temperature)
