@@ -465,6 +465,8 @@ def test_merge_refuses_a_newer_schema_and_keeps_the_last_row_of_a_point_in_one_f
     result = invoke("merge", newer, "--out", tmp_path / "x.csv")
     assert result.exit_code == 2 and "line 2 was written with schema 99 by a newer cebench" in result.stderr
     assert not (tmp_path / "x.csv").exists()
+    shown = invoke("show", newer)  # a reader reads what it knows of it, and says so
+    assert shown.exit_code == 0 and "written by a newer cebench (schema 99; this one reads up to" in shown.stderr
     again = rewrite(measured, tmp_path / "again.csv",
                     lambda f: pd.concat([f, f.iloc[:1].assign(time_ms_median="999")]))
     result = invoke("merge", again, "--out", tmp_path / "m.csv")

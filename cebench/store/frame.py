@@ -8,13 +8,14 @@ unreadable because its columns changed.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 
 import pandas as pd
 
-from cebench.core.errors import UsageError
+from cebench.core.errors import InputWarning, UsageError
 from cebench.store.files import READ_ENCODING, Rows, parse
 from cebench.store.files import cell as csv_cell
 from cebench.store.schema import (
@@ -29,6 +30,7 @@ from cebench.store.schema import (
     PREDICTED,
     REQUIRED_VALUES,
     SAMPLES_COLUMNS,
+    SCHEMA_VERSION,
     STATUSES,
     Result,
     Status,
@@ -54,7 +56,12 @@ def load(path: Path) -> pd.DataFrame:
         raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
     if not text.strip():
         raise UsageError(f"{path}: the file is empty")
-    return validated(parse(path, text, required=tuple(c for c in COLUMNS if c not in ADDED)))
+    rows = parse(path, text, required=tuple(c for c in COLUMNS if c not in ADDED))
+    newest = max((int(v) for r in rows.rows if (v := r.get("schema_version", "").strip()).isdigit()), default=1)
+    if newest > SCHEMA_VERSION:  # read as far as this release knows (merge, which writes, refuses it)
+        warnings.warn(InputWarning(f"{path}: written by a newer cebench (schema {newest}; this one reads up to "
+                                   f"{SCHEMA_VERSION}): what that release added is left out"), stacklevel=2)
+    return validated(rows)
 
 
 def validated(rows: Rows) -> pd.DataFrame:
