@@ -45,7 +45,7 @@ from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
 from cebench.losses import variants
 from cebench.measure.meta import counted, flop_counter, predict_peak, trace
-from cebench.measure.tracker import StorageTracker
+from cebench.measure.tracker import StorageTracker, charge
 from cebench.models import training as training_mod
 from cebench.models.model import resolve_model
 from cebench.store.schema import PREDICTED
@@ -69,7 +69,7 @@ class EventTracker(StorageTracker):
                  granularity: int | Callable[[int], int] = 1, device_types: frozenset[str] | None = None) -> None:
         ignore = list(ignore)
         super().__init__(ignore, 1, device_types)
-        self.block = granularity if callable(granularity) else functools.partial(_round, granularity)
+        self.block = charge(granularity)
         self.before = list({t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in ignore}.values())
         self.events: list[tuple[Signature, int]] = []
         self._live: dict[int, tuple[int, object]] = {}
@@ -91,10 +91,6 @@ class EventTracker(StorageTracker):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self._op = func
         return super().__torch_dispatch__(func, types, args, kwargs)
-
-
-def _round(granularity: int, nbytes: int) -> int:
-    return -(-nbytes // granularity) * granularity
 
 
 @dataclass(frozen=True)

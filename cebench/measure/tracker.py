@@ -67,7 +67,7 @@ class StorageTracker(TorchDispatchMode):
         super().__init__()
         self.granularity = granularity
         self._types = device_types
-        self._block = granularity if callable(granularity) else (lambda n: round_up(n, granularity))
+        self._block = charge(granularity)
         self.blas: set[str] = set()
         self.current = 0
         self.peak = 0
@@ -134,6 +134,12 @@ class StorageTracker(TorchDispatchMode):
             if isinstance(value, torch.Tensor):
                 self.track(value)
         return out
+
+
+def charge(granularity: int | Callable[[int], int]) -> Callable[[int], int]:
+    """What an allocator charges a request of n bytes: `granularity(n)` when it is a function
+    (a target's `Device.block_bytes`), else n rounded up to a multiple of it."""
+    return granularity if callable(granularity) else (lambda n: round_up(n, granularity))
 
 
 def python_kernel(func: torch._ops.OpOverload, device_type: str | None) -> Callable[..., object] | None:
