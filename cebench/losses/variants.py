@@ -61,6 +61,12 @@ class Requires:
         return reasons
 
 
+def _named(path: str) -> object:
+    """The object a built-in ``'module:attr'`` path names (its module imported now)."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 @dataclass(frozen=True)
 class Variant:
     """One implementation under test.
@@ -99,17 +105,13 @@ class Variant:
 
     def load(self) -> Fn:
         """The eager function (its module imported now, when `fn` is a path)."""
-        if not isinstance(self.fn, str):
-            return self.fn
-        module, _, attr = self.fn.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return self.fn if not isinstance(self.fn, str) else cast("Fn", _named(self.fn))
 
     def traced_as(self, config: Config) -> Config:
         """The point whose step is `config`'s, op for op (`same_steps`; else `config`)."""
         if self.same_steps is None:
             return config
-        module, _, attr = self.same_steps.partition(":")
-        return cast("Callable[[Config], Config]", getattr(importlib.import_module(module), attr))(config)
+        return cast("Callable[[Config], Config]", _named(self.same_steps))(config)
 
     def build(self, fresh: bool = True) -> Fn:
         """The callable to measure. A compiled variant starts from an empty Dynamo cache,
