@@ -300,6 +300,13 @@ def read_rows(path: Path, warn: bool = True) -> Rows:
     return parse(path, text, warn)
 
 
+def written_with(row: dict[str, str]) -> int | None:
+    """The schema a row (text cells) was written with: 1 where the cell is blank or absent
+    (files from before the column), None where it is not a number."""
+    version = row.get("schema_version", "").strip() or "1"
+    return int(version) if version.isdigit() else None
+
+
 def predicted(row: dict[str, str]) -> bool:
     """Whether a row (text cells) was predicted (`cebench predict`), not measured."""
     return row.get("mem_method") == PREDICTED or row.get("device_name", "").startswith("predicted for ")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from cebench.core.errors import InputWarning, UsageError
-from cebench.store.files import READ_ENCODING, Rows, parse
+from cebench.store.files import READ_ENCODING, Rows, parse, written_with
 from cebench.store.files import cell as csv_cell
 from cebench.store.schema import (
     ADDED,
@@ -57,7 +57,7 @@ def load(path: Path) -> pd.DataFrame:
     if not text.strip():
         raise UsageError(f"{path}: the file is empty")
     rows = parse(path, text, required=tuple(c for c in COLUMNS if c not in ADDED))
-    newest = max((int(v) for r in rows.rows if (v := r.get("schema_version", "").strip()).isdigit()), default=1)
+    newest = max((v for r in rows.rows if (v := written_with(r)) is not None), default=1)
     if newest > SCHEMA_VERSION:  # read as far as this release knows (merge, which writes, refuses it)
         warnings.warn(InputWarning(f"{path}: written by a newer cebench (schema {newest}; this one reads up to "
                                    f"{SCHEMA_VERSION}): what that release added is left out"), stacklevel=2)

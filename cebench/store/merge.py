@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cebench.core.errors import UsageError
 from cebench.core.shard import Shard, parse
-from cebench.store.files import predicted, read_rows, write_new
+from cebench.store.files import predicted, read_rows, write_new, written_with
 from cebench.store.frame import validated
 from cebench.store.schema import BEFORE, COLUMNS, KEY_COLUMNS, SCHEMA_VERSION
 
@@ -74,8 +74,8 @@ def merge(paths: list[Path]) -> Merged:
         last: dict[tuple[str, ...], int] = {}
         keyed: list[tuple[int, dict[str, str], tuple[str, ...]]] = []  # line, row, key
         for number, row in zip(data.lines, data.rows, strict=True):
-            version = row.get("schema_version", "1").strip() or "1"
-            if version.isdigit() and int(version) > SCHEMA_VERSION:
+            version = written_with(row)
+            if version is not None and version > SCHEMA_VERSION:
                 raise UsageError(f"{path}: line {number} was written with schema {version} by a newer cebench "
                                  f"(this one reads up to {SCHEMA_VERSION}); merge it with that release")
             kinds.setdefault(predicted(row), (path, number))
