@@ -118,11 +118,9 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     if not fits:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")
-    alone_fits: dict[Config, Fit] = {}  # the loss alone is one whatever the step's settings
-    for f in fits:
-        if f.config.has_model and loss_alone(f.config) not in alone_fits:
-            alone_fits[loss_alone(f.config)] = fit_point(loss_alone(f.config), budget, max_batch)
-    alone = {i: alone_fits[loss_alone(f.config)] for i, f in enumerate(fits) if f.config.has_model}
+    losses = {i: loss_alone(f.config) for i, f in enumerate(fits) if f.config.has_model}
+    alone_fits = {c: fit_point(c, budget, max_batch) for c in set(losses.values())}  # one whatever the settings
+    alone = {i: alone_fits[c] for i, c in losses.items()}
     measured = {}
     if measure:  # in a fresh process per answer where the device isolates its points by default
         import functools
