@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-CEBENCH = Path(sys.executable).with_name("cebench")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from findings import run  # noqa: E402  (a command as a reader runs it, cold, and its wall time)
+
 REPEATS = 2
 # (what it shows, the command, the target in seconds)
 COMMANDS = [
@@ -36,14 +37,6 @@ COMMANDS = [
     ("model predict, every default variant",
      "predict --model llama-3.1-8b --target h100-80gb --context 2048 --batch 4", None),
 ]
-
-
-def timed_command(args: str) -> float:
-    start = time.perf_counter()
-    done = subprocess.run([str(CEBENCH), *shlex.split(args)], capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise SystemExit(f"cebench {args} failed: {done.stderr.strip()[-500:]}")
-    return time.perf_counter() - start
 
 
 def warm_model_predict() -> float:
@@ -62,7 +55,7 @@ def main() -> None:
     lines = [f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)", "",
              "| what | command | time (s) | target |", "| --- | --- | --- | --- |"]
     for what, args, target in COMMANDS:
-        times = sorted(timed_command(args) for _ in range(REPEATS))
+        times = sorted(run(f"cebench {args}")[1] for _ in range(REPEATS))
         goal = f"< {target} s" if target else "–"
         lines.append(f"| {what} | `cebench {args}` | {times[0]:.1f}–{times[-1]:.1f} | {goal} |")
         print(lines[-1], flush=True)
