@@ -10,7 +10,7 @@ from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import Columns, MemoryUnit, Wide
 from cebench.core.axes import X_AXES
 from cebench.core.errors import UsageError
-from cebench.core.units import parse_bytes, parse_unit
+from cebench.core.units import parse_bytes
 
 CSV_HELP = "A results CSV written by cebench sweep or predict."
 LAST_ROW = "Where the CSV holds a configuration more than once (sweeps append), its last row is used."
@@ -31,7 +31,6 @@ def show(
 ) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    byte_unit = parse_unit(unit)
     from cebench.analyze.compare import view
     from cebench.render.report import column_keys, markdown, results_table
     from cebench.store.frame import distinct, latest, load, samples
@@ -51,7 +50,7 @@ def show(
         return
     title = (f"{csv} · {distinct(rows, 'device')} ({distinct(rows, 'device_name')}) · "
              f"{distinct(rows, 'threads')} threads · torch {distinct(rows, 'torch_version')}")
-    table = results_table(rows, title=title, unit=byte_unit)
+    table = results_table(rows, title=title, unit=unit)
     repeated = len(frame) - len(rows)
     table.notes.append(f"{len(rows)} rows from {csv}" + (f"; {repeated} repeated row(s) hidden, the last of each "
                                                          "shown" if repeated else ""))
@@ -121,13 +120,12 @@ def check(
     from cebench import api
     from cebench.render.check import check_table, summary
 
-    byte_unit = parse_unit(unit)
     report = api.check(csv, baseline, mem_tol=mem_tol, time_tol=time_tol, strict=strict)
     if as_json:
         typer.echo(report.to_json())
     else:
         if report.regressed or report.improved or report.missing:
-            print_table(check_table(report, byte_unit), wide)
+            print_table(check_table(report, unit), wide)
         for warning in report.warnings:
             out.print(Text(f"warning: {warning}", style="yellow"))
         out.print(summary(report))

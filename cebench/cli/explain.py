@@ -14,7 +14,6 @@ from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAl
 from cebench.core import devices
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
 from cebench.core.errors import UsageError
-from cebench.core.units import parse_unit
 from cebench.render.explain import BREAKDOWN_COLUMNS, KINDS_NOTE, anatomy_columns, anatomy_table, breakdown_table
 from cebench.run.grid import grid_params
 
@@ -97,7 +96,6 @@ def explain_command(
     """
     from cebench import api
 
-    byte_unit = parse_unit(unit)
     by_part = not AXES_BY_NAME["model"].is_off(ctx.params.get("model"))  # a model's step is shown part by part
     check_columns(columns, [c.key for c in (anatomy_columns() if by_part else BREAKDOWN_COLUMNS)])  # before the work
     if out_path is not None:
@@ -112,7 +110,7 @@ def explain_command(
     for label, why in skipped.items():
         err.print(f"not explained: {label}: {why}", style="yellow", highlight=False)
     if explained.anatomies:
-        _show_anatomies(explained.anatomies, skipped, out_path, as_json, wide, columns, byte_unit)
+        _show_anatomies(explained.anatomies, skipped, out_path, as_json, wide, columns, unit)
         return
 
     import torch
@@ -131,7 +129,7 @@ def explain_command(
                                "explanations": [to_json(e) for e in done], "not_explained": skipped}, indent=2))
         return
     for e in done:
-        print_table(breakdown_table(e, byte_unit), wide, columns)
+        print_table(breakdown_table(e, unit), wide, columns)
         out.print()
     out.print(KINDS_NOTE, style="dim", highlight=False)
     out.print(f"figure → {path}", highlight=False, soft_wrap=True)  # a path stays whole, to copy

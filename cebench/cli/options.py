@@ -14,6 +14,7 @@ from cebench.cli.app import LOSS_VARIANTS, VARIANTS
 from cebench.core import devices
 from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.targets import NAMES as TARGET_NAMES
+from cebench.core.units import parse_unit
 
 LIST = "LIST"
 ONE_POINT = tuple(a.name for a in AXES if not a.chunked_only)  # the axes of a command that looks at one point
@@ -83,6 +84,7 @@ Temperature = Annotated[float, typer.Option(help="Sampling temperature of the sa
 Wide = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the terminal.")]
 MemoryUnit = Annotated[str | None, typer.Option(
     "--unit", metavar="UNIT", show_default=False,
+    callback=lambda value: parse_unit(value),  # parsed once for every command: its spelling, or None for auto
     help="Print memory in this unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (of 1024); auto: each "
          "number in the binary unit that reads best. Default: auto.")]
 Columns = Annotated[str | None, typer.Option(

@@ -20,7 +20,7 @@ from cebench.cli.options import (
     with_axes,
 )
 from cebench.core import devices
-from cebench.core.units import parse_bytes, parse_unit
+from cebench.core.units import parse_bytes
 from cebench.run.grid import grid_params
 
 Target = typer.Option(None, "--target", metavar="TARGET", show_default=False, help=TARGET_HELP)
@@ -56,10 +56,9 @@ def predict_command(
     from cebench.store.frame import to_frame
 
     target = devices.one_name(target, device, "target", "device", "cuda")
-    byte_unit = parse_unit(unit)
     rows = api.predict(target=target, out=out_path, **grid_params(ctx.params))
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
-    print_table(results_table(to_frame(rows), title=title, unit=byte_unit), wide, columns)
+    print_table(results_table(to_frame(rows), title=title, unit=unit), wide, columns)
     if out_path is not None:
         out.print(f"{len(rows)} rows → {out_path}", highlight=False)
 
@@ -96,11 +95,10 @@ def fit_command(
 
     target = devices.one_name(target, device, "target", "device", "cuda")
     budget_bytes = None if budget is None else parse_bytes(budget, "budget")
-    byte_unit = parse_unit(unit)
     with out.status("searching…"):
         fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,
                          **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
-    print_table(fit_table(fitted, byte_unit), wide, columns)
+    print_table(fit_table(fitted, unit), wide, columns)
     out.print(fit_note(fitted), highlight=False)

@@ -23,7 +23,6 @@ from cebench.cli.options import (
 from cebench.core import devices
 from cebench.core.axes import SEMANTICS, semantics_label
 from cebench.core.config import Config
-from cebench.core.units import parse_unit
 from cebench.run.grid import GridOptions
 from cebench.run.sweep import POINT_TIMEOUT_S, Interrupted, Sweep
 
@@ -96,7 +95,6 @@ def sweep(
     measured; an oom, error or timeout is recorded as a row and the sweep goes on.
     """
     device = devices.one_name(device, target, "device", "target", "auto")
-    byte_unit = parse_unit(unit)
     if columns is not None:  # checked before the work, not after a long sweep
         from cebench.render.report import column_keys
 
@@ -120,7 +118,7 @@ def sweep(
     for warning in s.open():
         err.print(f"warning: {warning}", style="yellow", highlight=False)
     tag = f"[shard {s.shard.label}] " if s.shard else ""
-    with _Progress(len(s.points), tag, byte_unit) as progress:
+    with _Progress(len(s.points), tag, unit) as progress:
         try:
             progress.start(_label(s.points[0]))
             for i, result in enumerate(s):
@@ -142,7 +140,7 @@ def sweep(
     rows = s.written
     title = (f"cebench sweep · {s.device.name} ({rows[0].device_name}) · {torch.get_num_threads()} threads · "
              f"torch {torch.__version__}" + (f" · shard {s.shard.label}" if s.shard else ""))
-    print_table(results_table(to_frame(rows), title=title, unit=byte_unit), wide, columns, checked=True)
+    print_table(results_table(to_frame(rows), title=title, unit=unit), wide, columns, checked=True)
     out.print(f"{len(rows)} rows → {s.path}", highlight=False)
 
 
