@@ -175,8 +175,9 @@ def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]
 
 
 def with_layers(model: Model, layers: int | None) -> Model:
-    """`model` with `layers` blocks (None: as it is); only a preset's or config.json's model
-    (`Model.spec`) can be rebuilt so (`ValueError`)."""
+    """`model` with `layers` blocks (None: as it is), to be traced; its `n_params` stays the
+    whole model's. Only a preset's or config.json's model (`Model.spec`) can be rebuilt so
+    (`ValueError`)."""
     if layers is None or model.spec is not None and layers == model.spec.n_layers:
         return model
     if model.spec is None:
