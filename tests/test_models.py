@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 
 from cebench.cli import app
 from cebench.core.errors import UsageError
+from cebench.api import predict
 from cebench.models import PRESETS, resolve_model
+from cebench.run.grid import GridOptions
 from test_cli import FAST_START
 
 # The published parameter counts (the sources are in cebench.models.model.PRESETS).
@@ -246,3 +248,26 @@ def test_cebench_models_lists_the_presets():
         assert f"{count:,}" in row
         assert any(line.startswith(f"{name}: huggingface.co/{PRESETS[name].repo}") for line in lines)
     assert "32/8" in next(line for line in lines if line.startswith("llama-3.1-8b "))
+
+
+def test_a_models_own_softcap_applies_unless_softcap_is_given(tmp_path):
+    """Gemma 2's `final_logit_softcapping` is its loss's softcap; `--softcap` overrides it, and
+    a model without one (or a grid mixing both) gives each point its own model's."""
+    gemma = write(tmp_path / "gemma.json", CONFIGS["gemma2"])
+    llama = write(tmp_path / "llama.json", CONFIGS["llama"])
+
+    def softcaps(**axes: object) -> set[tuple[str, float]]:
+        grid = GridOptions(variant="dense", batch=1, context=4, **axes).grid("cpu")
+        return {(Path(c.model).stem, c.softcap) for c in grid.expand()}
+
+    assert softcaps(model=f"{gemma},{llama}") == {("gemma", 30.0), ("llama", 0.0)}
+    assert softcaps(model=f"{gemma},{llama}", softcap="0") == {("gemma", 0.0), ("llama", 0.0)}
+    assert softcaps(model=gemma, softcap="0,20") == {("gemma", 0.0), ("gemma", 20.0)}
+    assert resolve_model("gemma-2-2b").softcap == 30.0 and resolve_model("llama-3.2-1b").softcap == 0.0
+    # the softcap reaches the step: the vendored chunked loss cannot apply it; dense's step holds one more fp32
+    # N × vocab buffer (the capped logits, saved for the backward)
+    (chunked,) = predict(variant="chunked", model=gemma, batch=1, context=4, ce_chunk=2, target="cpu")
+    assert chunked.status == "unsupported" and chunked.error == "chunked does not support --softcap 30"
+    capped, plain = (predict(variant="dense", model=gemma, batch=4, context=16, optimizer="none", target="cpu",
+                             **s)[0] for s in ({}, {"softcap": 0}))
+    assert capped.softcap == 30.0 and capped.step_peak_bytes - plain.step_peak_bytes == 4 * 16 * 101 * 4

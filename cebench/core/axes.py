@@ -237,8 +237,9 @@ class Axis:
     device's default; None: verify does not take the axis). `switch`: a flag on the command
     line (`--retain-graph`), 'yes' when given. Grid rules as data: `requires` = (an axis, why)
     whose value must not be off for this one to be anything but off; `model_sets`: a model
-    decides the value (giving it with `--model` is an error); `without_model`: why a value
-    other than off cannot be used inside a model's step.
+    decides the value (giving it with `--model` is an error); `model_default`: a model's own
+    value (its attribute of the axis's name) unless the option is given; `without_model`: why
+    a value other than off cannot be used inside a model's step.
     """
 
     name: str
@@ -261,6 +262,7 @@ class Axis:
     switch: bool = False
     requires: tuple[str, str] | None = None
     model_sets: bool = False
+    model_default: bool = False
     without_model: str = ""
 
     @property
@@ -353,10 +355,11 @@ AXES: tuple[Axis, ...] = (
          doc="share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed seed; the "
              "loss is the mean over the others", added=4, label="{:.0%} ignored", short="ign {:g}", verify="0.25"),
     Axis(name="softcap", type=float, role=Role.SEMANTICS, parse=parse_nonnegative, defaults={"*": "0"}, off=0.0,
-         help="Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: none.",
+         help="Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: none. "
+              "With --model: the model's own (its config's final_logit_softcapping) unless given.",
          one="Final-logit softcap c (logits → c·tanh(logits / c)); 0: none.",
          doc="final-logit softcap c: the loss sees c·tanh(logits / c); 0: none", added=5, keyword=True,
-         label="softcap {:g}", short="cap {:g}", verify="2"),
+         label="softcap {:g}", short="cap {:g}", verify="2", model_default=True),
     Axis(name="label_smoothing", type=float, role=Role.SEMANTICS, parse=parse_unit_interval, defaults={"*": "0"},
          off=0.0, help="Label smoothing ε, each in [0, 1] (torch's definition).",
          one="Label smoothing ε in [0, 1] (torch's definition).",

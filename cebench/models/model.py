@@ -51,7 +51,8 @@ class Model:
     """A model a step runs: `name` as given (a preset, a config path or a build spec),
     `source` where its numbers come from, `spec` its shape (None for a user's build), and
     `n_params` its parameters' elements, a tied head counted once; `vocab` and `d_model` the
-    head weight's shape."""
+    head weight's shape; `softcap` the final-logit softcap its loss applies (0: none; a
+    user's build: none)."""
 
     name: str
     source: str
@@ -78,6 +79,10 @@ class Model:
             raise UsageError(f"{self.name}: cebench checkpoints the blocks of a preset or config.json model; a "
                              "build's body checkpoints its own", "model")
         return _build(self.name, device, dtype)
+
+    @property
+    def softcap(self) -> float:
+        return (self.spec.final_softcap if self.spec is not None else None) or 0.0
 
 
 def resolve_model(text: str) -> Model:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cebench.core import devices
-from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Checkpointing, Role, split
+from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpointing, Role, split
 from cebench.core.config import LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.losses import variants
@@ -62,6 +62,7 @@ class Grid:
     device: str
     values: Mapping[str, tuple]
     temperature: float = 0.9
+    model_own: tuple[str, ...] = ()  # the axes each point's model decides (`Axis.model_sets`, `model_default`)
 
     def __getattr__(self, name: str) -> tuple:
         values = self.__dict__.get("values", {})
@@ -91,7 +92,7 @@ class Grid:
             shape = dict(zip((a.name for a in order), combo, strict=True))
             if shape["model"] != NO_MODEL:  # the model's vocab and d_model, whatever the grid lists
                 model = resolve_model(shape["model"])
-                shape.update({a.name: getattr(model, a.name) for a in AXES if a.model_sets})
+                shape.update({name: getattr(model, name) for name in self.model_own})
             for name in self.variants:
                 variant = variants.get(name)
                 own = shape if variant.workload == LOSS else {**shape, **{a.name: a.off for a in SEMANTICS}}
@@ -107,7 +108,7 @@ def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
     """Check the grid's parsed `values` (`given`: the options' texts) against the rules each
     axis declares (`Axis.requires`, `model_sets`, `without_model`, `Role.STEP`), and fill in
     what a model decides: with a model, each model resolved (`UsageError` for a bad one),
-    vocab and d_model its own, the loss workload alone; an axis whose `requires` is off
+    vocab and d_model its own, so is its softcap unless given, the loss workload alone; an axis whose `requires` is off
     everywhere takes its own `off` value (a value given for it is a `UsageError`)."""
     for axis in AXES:
         if axis.requires is not None:
@@ -142,9 +143,14 @@ def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
     if builds and Checkpointing.BLOCKS in values["activation_checkpointing"]:
         raise UsageError(f"cebench checkpoints the blocks of a preset or config.json model; {builds[0]}'s body "
                          "checkpoints its own", "activation_checkpointing")
-    for axis in AXES:
-        if axis.model_sets:  # the model's own attribute of the axis's name
-            values[axis.name] = tuple(dict.fromkeys(getattr(m, axis.name) for m in resolved))
+    for axis in _model_own(given):  # the model's own attribute of the axis's name
+        values[axis.name] = tuple(dict.fromkeys(getattr(m, axis.name) for m in resolved))
+
+
+def _model_own(given: Mapping[str, str | None]) -> list[Axis]:
+    """The axes a grid's model decides, `given` the options' texts: those it sets, and those it
+    defaults that are not given."""
+    return [a for a in AXES if a.model_sets or (a.model_default and given.get(a.name) is None)]
 
 
 def option_text(value: object) -> str | None:
@@ -207,6 +213,8 @@ class GridOptions:
                     temperature=check_temperature(self.temperature))
         samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
         _check_rules(values, self.axes, samplers)
+        if any(m != NO_MODEL for m in values["model"]):
+            grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)))
         logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4
         if logits >= LOGITS_LIMIT:
             raise UsageError(f"the full fp32 logits would take {logits:,} bytes, beyond what any machine or a "
