@@ -1,14 +1,15 @@
 """`cebench.run.isolate.call`: a value, an exception, a `UsageError`, a child killed by a
 signal, one that exits without an answer and one that outlives its timeout.
 
-Each child is a fresh spawned process that imports torch (seconds of CPU), so the three
-real ones start at once and the others are `_main` run here on a pipe, which is what the
+Each child is forked from a server that imported torch once (a second or more of CPU), so
+the real ones start at once and the others are `_main` run here on a pipe, which is what the
 child runs after its setup. This module imports nothing heavy: each child imports it."""
 from __future__ import annotations
 
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,10 +40,19 @@ def hang() -> None:
     time.sleep(600)
 
 
+def torch_imported() -> bool:
+    return "torch" in sys.modules
+
+
+def getenv(name: str) -> str | None:
+    return os.environ.get(name)
+
+
 SPAWNED = {  # name: (fn, args, timeout_s)
     "value": (add, (2, 3), 300),
     "signal": (kill_self, (), 300),
     "timeout": (hang, (), 1),  # it cannot answer in 1 s, however fast it starts
+    "preloaded": (torch_imported, (), 300),
 }
 
 
@@ -58,7 +68,7 @@ def in_process(fn, *args) -> Outcome:
     receive, send = multiprocessing.Pipe(duplex=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(isolate.signal, "signal", lambda *args: None)
-        isolate._main(send, Child(), fn, args)
+        isolate._main(send, Child(), fn, args, dict(os.environ))
     with receive:
         assert receive.poll(0)
         return receive.recv()
@@ -92,3 +102,12 @@ def test_a_child_past_its_timeout_is_killed(spawned):
     assert spawned["timeout"] == Outcome("timeout", error="no result after 1 s (--point-timeout); its process "
                                                           "was killed")
     assert multiprocessing.active_children() == []  # every child ended and reaped, the sleeping one too
+
+
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(), reason="spawned children (Windows)")
+def test_a_child_starts_with_torch_imported_and_the_environment_as_it_is_now(spawned, monkeypatch):
+    """Forked from a server that imported torch (not a fresh interpreter's seconds of import),
+    yet with the parent's environment of the moment, not the server's."""
+    assert spawned["preloaded"] == Outcome("ok", True)  # `Child()` imports nothing: the server did
+    monkeypatch.setenv("CEBENCH_ISOLATE_PROBE", "now")
+    assert call(getenv, ("CEBENCH_ISOLATE_PROBE",), Child(), 300) == Outcome("ok", "now")
