@@ -103,3 +103,17 @@ def test_a_python_custom_op_in_a_body_is_predicted_with_its_buffers(tmp_path):
     (measured,) = api.sweep(device="cpu", repeats=1, warmup=1, threads=1, out=tmp_path / "m.csv", **step)
     assert predicted.status == measured.status == "ok", predicted.error
     assert predicted.step_peak_bytes == measured.step_peak_bytes
+
+
+@pytest.mark.filterwarnings("ignore:linear_cross_entropy:UserWarning")  # the measurement's passes after its warm-up
+def test_torch_lce_with_label_smoothing_says_it_computed_the_full_logits(tmp_path):
+    """torch's chunked path needs label_smoothing 0: with 0.1 it warns that it ignores its
+    options and computes the full logits. The predicted row says so as the measured one does,
+    and both hold N × vocab fp32 logits beyond the chunked step's."""
+    shape = dict(batch=2, context=64, vocab=1000, d_model=16, ce_chunk=32, label_smoothing=0.1)
+    (predicted,) = api.predict(variant="torch-lce", target="cpu", **shape)
+    (measured,) = api.sweep(variant="torch-lce", device="cpu", repeats=1, warmup=1, threads=1,
+                            out=tmp_path / "m.csv", **shape)
+    assert predicted.note == measured.note and "``options`` ignored; chunked path needs" in predicted.note
+    (chunked,) = api.predict(variant="torch-lce", target="cpu", **{**shape, "label_smoothing": 0.0})
+    assert predicted.peak_delta_bytes == measured.peak_delta_bytes > chunked.peak_delta_bytes + 128 * 1000 * 4

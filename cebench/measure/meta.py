@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar, cast, overload
@@ -21,6 +22,7 @@ import torch
 from cebench.core import devices, interpreter
 from cebench.core import targets as targets_mod
 from cebench.core.config import Checkpointing, Config, Grads, Optimizer, torch_dtype
+from cebench.core.errors import said
 from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
@@ -84,14 +86,20 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
     # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
     # the answers to data reads, which its ops reach.
-    with rng, _peers_run(config, answers) as skipped, tracker:
+    with rng, _peers_run(config, answers) as skipped, tracker, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
-    tracker.skipped = skipped.note()
+    tracker.skipped, tracker.said = skipped.note(), said(caught)
     if tracker.opaque:
         raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
                        "its outputs, not its internal buffers, so its peak cannot be predicted; measure it with "
                        "cebench sweep")
     return tracker, storage_bytes(before, target.block_bytes), state
+
+
+def note(skipped: str, said: str) -> str:
+    """A predicted row's note: what its trace did not run (`skipped`) and what its step warned."""
+    return "; ".join(filter(None, (skipped, said)))
 
 
 @dataclass
@@ -204,7 +212,7 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> Memo
     highest point; a model's step, its `state_bytes` too."""
     tracker, base, state = trace(config, counter=counter)
     base += workspace_bytes(config, tracker)
-    return MemoryReading(base, base + tracker.peak, PREDICTED, state, note=tracker.skipped)
+    return MemoryReading(base, base + tracker.peak, PREDICTED, state, note=note(tracker.skipped, tracker.said))
 
 
 def workspace_bytes(config: Config, tracker: StorageTracker) -> int:

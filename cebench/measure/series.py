@@ -44,7 +44,7 @@ from cebench.core import devices
 from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
 from cebench.losses import variants
-from cebench.measure.meta import counted, flop_counter, predict_peak, trace
+from cebench.measure.meta import counted, flop_counter, note, predict_peak, trace
 from cebench.measure.tracker import StorageTracker, charge
 from cebench.models import training as training_mod
 from cebench.models.model import resolve_model
@@ -97,7 +97,7 @@ class EventTracker(StorageTracker):
 class _Sample:
     """One traced step, as `Series` needs it: its storage events (raw bytes), the raw bytes
     of the storages it starts with, its FLOPs (None: not counted), the threads that ran a
-    matmul, its skipped-launch note and a model's state bytes."""
+    matmul, its skipped-launch note, a model's state bytes and what it warned."""
 
     events: list[tuple[Signature, int]]
     before: list[int]
@@ -105,6 +105,7 @@ class _Sample:
     blas: frozenset[str]
     skipped: str
     state: int | None
+    said: str = ""
 
 
 def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sample, Callable[[int], int]]:
@@ -115,7 +116,7 @@ def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sa
     tracker, _, state = trace(config, EventTracker, counter, layers=layers)
     total = None if counter is None else counted(counter)
     return _Sample(tracker.events, tracker.before, total, frozenset(tracker.blas),
-                   tracker.skipped, state), tracker.block
+                   tracker.skipped, state, tracker.said), tracker.block
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,8 @@ class Series:
         base = self._before.charged(k, target.block_bytes) + target.workspace_bytes * len(s0.blas)
         state = self._affine([s.state for s in self._samples], k)
         flops = self._affine([s.flops for s in self._samples], k)
-        return MemoryReading(base, base + self.peak_delta(value), PREDICTED, state, note=s0.skipped), flops
+        return MemoryReading(base, base + self.peak_delta(value), PREDICTED, state,
+                             note=note(s0.skipped, s0.said)), flops
 
     def sample(self, value: int) -> _Sample:
         """The step at `value` as its own trace would log it, written out from the pattern
@@ -284,7 +286,7 @@ class Series:
                 events.append((signature, v0 + k * self._template_slope[i]))
         s0 = self._samples[0]
         return _Sample(events, self._before.raw(k), self._affine([s.flops for s in self._samples], k), s0.blas,
-                       s0.skipped, self._affine([s.state for s in self._samples], k))
+                       s0.skipped, self._affine([s.state for s in self._samples], k), s0.said)
 
 
 class _Before:

@@ -76,6 +76,7 @@ class StorageTracker(TorchDispatchMode):
         self.opaque: set[str] = set()  # custom ops seen: their internal buffers are invisible here
         self.transparent: set[str] = set()  # custom ops run by their Python kernel: their buffers are seen
         self.skipped = ""  # what the traced step launched and did not run (`meta.trace`: Triton launches)
+        self.said = ""  # the distinct warnings the traced step raised (`meta.trace`)
         self.cache: OpCache | None = None  # answers ops on meta seen before (`meta.trace` sets it)
         self.flops: FlopCounterMode | None = None  # counts the FLOPs of every ATen op it sees (`meta.trace` sets it)
 

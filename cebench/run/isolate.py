@@ -71,7 +71,7 @@ def setup(child: Child) -> None:
 
 
 @functools.cache
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> multiprocessing.context.SpawnContext | multiprocessing.context.ForkServerContext:
     """Where children come from: a forkserver that preloads torch, else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
