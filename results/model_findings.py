@@ -3,9 +3,9 @@
 
     .venv/bin/python results/model_findings.py            # both (a few minutes on 2 cores)
 
-model-fit: `cebench fit --model M --target h100-80gb --context 2048` for llama-3.2-1b and
-llama-3.1-8b, AdamW, with and without activation checkpointing, beside the loss alone's
-answer at the same vocab and d_model (predicted on meta tensors). model-cpu: a small
+model-fit: `cebench fit --model M --target h100-80gb --context 2048 --variant PEERS --ce-chunk
+2048` for llama-3.2-1b and llama-3.1-8b, AdamW, with and without activation checkpointing,
+beside the loss alone's answer at the same vocab and d_model (predicted on meta tensors). model-cpu: a small
 Llama-shaped model's training step measured and timed on this CPU with each eager loss.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from cebench.core.units import format_bytes, format_ms  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("llama-3.2-1b", "llama-3.1-8b")
-TARGET, CONTEXT, ALONE_LIMIT = "h100-80gb", 2048, 512
+TARGET, CONTEXT, CHUNK, MAX_BATCH = "h100-80gb", 2048, 2048, 4096
+PEERS = "dense,chunked,torch-lce,liger-kernel,cut-cross-entropy"  # the losses users choose between
 SMALL = "results/models/small-llama.json"
 CPU_GRID = {"variant": "dense,chunked,torch-lce-auto", "ce_chunk": "256,1024", "batch": 4, "context": 256}
 
@@ -39,16 +40,18 @@ def fit_block() -> str:
     for model in MODELS:
         for checkpointing in ("none", "blocks"):
             fitted = api.fit(target=TARGET, model=model, context=CONTEXT, activation_checkpointing=checkpointing,
-                             max_batch=ALONE_LIMIT)
+                             variant=PEERS, ce_chunk=CHUNK, max_batch=MAX_BATCH)
             for i, f in enumerate(fitted.fits):
                 alone = fitted.alone[i]
                 lines.append(f"| {model} | {checkpointing} | {f.config.variant} | {chunk(f.config)} | {f.batch:,} "
                              f"({format_bytes(f.peak_bytes)}) | {'≥ ' * alone.at_limit}{alone.batch:,} |")
+            lines += [f"| {model} | {checkpointing} | {name} | | not fitted: {why} | |"
+                      for name, why in fitted.not_fitted.items()]
     capacity = devices.get(TARGET).capacity_bytes
     return "\n".join(lines) + (f"\n\nPredicted for {TARGET} (the whole step within its {format_bytes(capacity)}), "
                                f"bf16, context {CONTEXT}, AdamW; in parentheses the step's peak; loss alone: the "
                                f"loss's own step at the model's vocab and d_model, searched up to batch "
-                               f"{ALONE_LIMIT}.")
+                               f"{MAX_BATCH:,}.")
 
 
 def cpu_block() -> str:
