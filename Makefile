@@ -6,9 +6,9 @@
 # Each creates .venv on first use. The venv sees the system's site-packages, so a torch
 # that is already installed (a CUDA build, say) is kept; where there is no torch at all,
 # the CPU build torch==2.13.0 is installed before cebench (never an unpinned CUDA build).
-# `make test` also installs Liger-Kernel and, where none is importable, Triton, both with
-# --no-deps (Liger's own requirements would pull an unpinned torch): the suite checks
-# Liger's kernels on this CPU under Triton's interpreter.
+# `make test` also installs Liger-Kernel, Cut Cross-Entropy and, where none is importable,
+# Triton, all with --no-deps (their own requirements would pull an unpinned torch): the
+# suite checks Liger's kernels on this CPU under Triton's interpreter, and predicts both on meta.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,6 +16,7 @@ PY := $(VENV)/bin/python
 TORCH_CPU ?= torch==2.13.0
 TRITON ?= triton==3.9.0
 LIGER ?= liger-kernel==0.8.5
+CCE ?= cut-cross-entropy==25.1.1
 ARGS ?=
 # The gate's grid: eager variants on CPU, tiny shapes (seconds), one pinned thread.
 # CPU allocator bytes are deterministic for a given torch, hence a 0 % tolerance.
@@ -38,7 +39,7 @@ sweep: install
 
 $(VENV)/.peers: $(VENV)/.installed
 	$(PY) -c "import triton" 2>/dev/null || $(PY) -m pip install --quiet --no-deps "$(TRITON)"
-	$(PY) -m pip install --quiet --no-deps "$(LIGER)"
+	$(PY) -m pip install --quiet --no-deps "$(LIGER)" "$(CCE)"
 	touch $@
 
 install-peers: $(VENV)/.peers

@@ -73,15 +73,21 @@ class Variant:
 
     `fn` is the callable or its ``'module:attr'`` path. `chunked` variants take
     `ce_chunk` and are measured once per chunk size; the others once per shape.
-    `compiled` variants are wrapped in `torch.compile` afresh per point. `baseline`
+    `compiled` variants are wrapped in `torch.compile` afresh per point. It runs on
+    `devices` only (`devices_reason`: why, where that is not obvious). `baseline`
     marks the variant every other one of its workload is compared with ("vs dense").
     `supports` names the loss semantics (`cebench.core.axes.FEATURES`) it takes as
-    keywords; a point asking for another is `unsupported`. On the devices in
-    `interpreted_on` its kernels run under an interpreter: it runs there, but its memory
-    and time are not those of the hardware it was written for. `affine_in_rows`: its step
-    is a fixed sequence of ops plus one identical iteration per `ce_chunk` rows (none
-    without chunks), every buffer's bytes affine in the rows, so a prediction at any size
-    is extrapolated from a few small ones (`cebench.measure.series`). `same_steps`: the
+    keywords; a point asking for another is `unsupported`. `triton_kernels`: its kernels
+    are Triton's, launched by its Python, which allocates their buffers with torch: a
+    prediction follows that Python on meta, the launches skipped and its reads of data
+    answered (`cebench.measure.meta`); `kernel_matmuls`: its matmuls run inside those
+    kernels, where no FLOP counter sees them (its steps' `flops` stay empty). On the
+    devices in `interpreted_on` its kernels run under an interpreter: it runs there, but
+    its memory and time are not those of the hardware it was written for.
+    `affine_in_rows`: its step is a fixed sequence of ops plus one identical iteration per
+    `ce_chunk` rows (none without chunks), every buffer's bytes affine in the rows, so a
+    prediction at any size is extrapolated from a few small ones
+    (`cebench.measure.series`). `same_steps`: the
     ``'module:function'`` that maps a point to another variant's whose step is this one's,
     op for op (`traced_as`).
     """
@@ -94,11 +100,14 @@ class Variant:
     summary: str
     baseline: bool = False
     devices: tuple[str, ...] = ("cpu", "cuda")
+    devices_reason: str = ""
     requires: Requires = Requires()
     origin: str = BUILT_IN
     on_request: bool = False  # made when named (a '-compiled' twin, a module:function): not in default sweeps
     on_request_on: tuple[str, ...] = ()  # devices where it runs, but only when named (too slow for a default)
     supports: frozenset[str] = frozenset()
+    triton_kernels: bool = False
+    kernel_matmuls: bool = False
     interpreted_on: tuple[str, ...] = ()
     affine_in_rows: bool = False
     same_steps: str | None = None
@@ -136,8 +145,9 @@ class Variant:
         triton), chooses Triton's interpreter first where there is no GPU."""
         if self.compiled or device in self.interpreted_on:
             interpreter.enable()
+        why = f": {self.devices_reason}" if self.devices_reason else ""
         reasons = [] if device in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
-                                                     f"run on {', '.join(self.devices)} only)"]
+                                                     f"run on {', '.join(self.devices)} only{why})"]
         reasons += self.requires.missing()
         if not reasons and device in self.interpreted_on:
             reasons += filter(None, [interpreter.unavailable_reason()])
@@ -293,11 +303,14 @@ register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_au
 register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
                  summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks)",
                  requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),)),
-                 on_request_on=("cpu",), interpreted_on=("cpu",), supports=ALL_FEATURES))
+                 on_request_on=("cpu",), triton_kernels=True, interpreted_on=("cpu",), supports=ALL_FEATURES))
 register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunked=False, compiled=False,
-                 summary="Apple's Cut Cross-Entropy, impl='cce' (Triton; bf16/fp16 only)", devices=("cuda",),
+                 summary="Apple's Cut Cross-Entropy, impl='cce' (Triton; no logits in memory; bf16/fp16 only)",
+                 devices=("cuda",),
+                 devices_reason="Triton's interpreter cannot run them on a CPU, as they call libdevice (log1p in "
+                                "every log-sum-exp, tanh for a softcap), which it does not implement",
                  requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),)),
-                 supports=frozenset({"softcap", "reduction"})))
+                 triton_kernels=True, kernel_matmuls=True, supports=frozenset({"softcap", "reduction"})))
 register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
                  summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True,
                  affine_in_rows=True))

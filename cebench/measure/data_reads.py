@@ -4,7 +4,9 @@ A `meta` tensor has a shape and no values, yet a peer's Python asks for some: Li
 counts the rows whose target is not ignored (`(target != ignore_index).sum().item()`,
 which sizes nothing but is passed to its kernel) and skips a multiplication when the
 upstream gradient is 1 (`torch.equal(grad_output, torch.tensor(1.0))`, which decides
-whether its backward launches two more kernels). On meta both fail. The real run's
+whether its backward launches two more kernels); Cut Cross-Entropy lists the rows whose
+target is not ignored (`(targets != ignore_index).nonzero()`, whose size sizes its
+buffers). On meta all three fail. The real run's
 answers follow from the point itself: cebench makes the inputs (`cebench.losses.inputs`),
 so it knows that exactly round(N × ignore_frac) targets are `IGNORE_INDEX` and the others
 are token ids in [0, vocab), and that a scalar loss is backpropagated with
@@ -12,8 +14,9 @@ are token ids in [0, vocab), and that a scalar loss is backpropagated with
 
 `Answers` is a dispatch mode that keeps what is known of the values of some storages and
 answers the ops that read data (`aten._local_scalar_dense`, which `.item()`, `int()` and
-`float()` call; `aten.equal`; `aten.is_nonzero`, which `bool()` calls) from it. What is
-known, and how it travels:
+`float()` call; `aten.equal`; `aten.is_nonzero`, which `bool()` calls; `aten.nonzero` of
+a `Mask`, whose output's shape is what it reads: its elements, indices, stay unknown) from
+it. What is known, and how it travels:
 
 - `Labels(ignored, ignore_index)`: a targets tensor (registered with `labels`): `ignored`
   of its elements are `ignore_index`, none of the others is. `ne`/`eq` with that scalar make
@@ -92,7 +95,8 @@ FACTORY_CONSTANTS: dict[Any, Callable[[tuple, dict], bool | int | float]] = {
 COPIES = frozenset({aten.clone.default, aten._to_copy.default, aten.lift_fresh_copy.default, aten.lift_fresh.default,
                     aten.contiguous.default, aten.alias.default, aten.detach.default})
 # The ops that read a tensor's data, answered here for meta tensors.
-READS = frozenset({aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default})
+READS = frozenset({aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default,
+                   aten.nonzero.default})
 # What `torch.tensor`-like factories are: their values are Python data, which no dispatch mode sees.
 DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
 
@@ -136,6 +140,13 @@ def _equal_elements(data: object) -> tuple[bool, object]:
         if all(ok for ok, _ in firsts) and len({v for _, v in firsts}) == 1:
             return True, firsts[0][1]
     return False, None
+
+
+def _unknown(func: Any, t: torch.Tensor) -> UnknownValue:
+    """The error of `func` reading the values of `t`, which are not known."""
+    return UnknownValue(f"{func} reads the values of a meta tensor of shape {tuple(t.shape)} and dtype {t.dtype} "
+                        "that cebench does not know (it knows the targets' padding and the constants a step "
+                        "makes): the step cannot be predicted on meta; measure it with cebench sweep")
 
 
 class Answers(TorchDispatchMode):
@@ -193,10 +204,7 @@ class Answers(TorchDispatchMode):
     def _read(self, func: Any, t: torch.Tensor) -> bool | int | float:
         known = self.value(t)
         if not isinstance(known, Constant):
-            raise UnknownValue(f"{func} reads the values of a meta tensor of shape {tuple(t.shape)} and dtype "
-                               f"{t.dtype} that cebench does not know (it knows the targets' padding and the "
-                               "constants a step makes): the step cannot be predicted on meta; measure it with "
-                               "cebench sweep")
+            raise _unknown(func, t)
         return _convert(known.value, t.dtype)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -210,9 +218,18 @@ class Answers(TorchDispatchMode):
         if func is aten.equal.default:
             a, b = args
             return a.shape == b.shape and (a.numel() == 0 or self._read(func, a) == self._read(func, b))
+        if func is aten.nonzero.default:
+            return self._nonzero(args[0])
         out = func(*args, **kwargs)
         self._after(func, args, kwargs, out)
         return out
+
+    def _nonzero(self, t: torch.Tensor) -> torch.Tensor:
+        """`t.nonzero()` for a known `Mask`: the (true, t.dim()) int64 indices, on meta."""
+        known = self.value(t)
+        if not isinstance(known, Mask):
+            raise _unknown(aten.nonzero.default, t)
+        return torch.empty((known.true, t.dim()), dtype=torch.long, device=t.device)
 
     def _after(self, func: Any, args: tuple, kwargs: dict, out: object) -> None:
         """Record what `func`'s output (or the storage it wrote) holds, where a rule knows."""

@@ -27,7 +27,7 @@ from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure import data_reads, triton_launches
+from cebench.measure import compiled_helpers, data_reads, triton_launches
 from cebench.measure.device_view import seen_as
 from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
@@ -55,16 +55,18 @@ def trace(config: Config, *, counter: FlopCounterMode | None = None,
 def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
           counter: FlopCounterMode | None = None, layers: int | None = None) -> tuple[StorageTracker, int, int | None]:
     """One step of `config` on `meta` inputs under a new `tracker_type` (and `counter`, which
-    counts that step alone): the tracker after it, the bytes of the storages the step
-    starts with (inputs, kept gradients; a model's parameters and optimizer state) on the
-    target device, and a model's parameters + gradients + optimizer state there (else
-    None). Nothing is allocated or computed. The RNG states saved by checkpointing count too
-    where they live in the target's memory (`Device.host_tensors_count`: on CPU, not on
-    CUDA), and so do the host tensors an optimizer keeps. `OpaqueOp` when the step ran a
-    custom op. A peer's code runs as on the target (`_peers_run`): it sees the target's
-    device, its Triton launches do nothing (`tracker.skipped` says which it made) and its
-    reads of data are answered (`cebench.measure.data_reads`); so does the untracked step
-    before it (`grads` keep). `layers`: a preset's or config.json's model built with that
+    counts that step alone; nothing where the variant's matmuls run in its own kernels,
+    `Variant.kernel_matmuls`: a part would pass for the whole): the tracker after it, the
+    bytes of the storages the step starts with (inputs, kept gradients; a model's
+    parameters and optimizer state) on the target device, and a model's parameters +
+    gradients + optimizer state there (else None). Nothing is allocated or computed. The
+    RNG states saved by checkpointing count too where they live in the target's memory
+    (`Device.host_tensors_count`: on CPU, not on CUDA), and so do the host tensors an
+    optimizer keeps. `OpaqueOp` when the step ran a custom op. A peer's code runs as on the
+    target (`_peers_run`): it sees the target's device, its Triton launches do nothing and
+    its compiled helpers run eagerly (`tracker.skipped` says which) and its reads of data
+    are answered (`cebench.measure.data_reads`); so does the untracked step before it
+    (`grads` keep). `layers`: a preset's or config.json's model built with that
     many blocks instead of its own (`cebench.measure.series` extrapolates along them)."""
     target = devices.get(config.device)
     steady = _steady(config, layers)
@@ -80,7 +82,8 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
     if not _reads_data(config):  # an op's outputs on meta are remembered: the ops below the tracker are known
         tracker.cache = OpCache()
-    tracker.flops = counter
+    variant = variants.REGISTRY.get(config.variant)  # None: a body step's stand-in loss
+    tracker.flops = None if variant is not None and variant.kernel_matmuls else counter  # a kernel's are unseen
     step = steady.make(tracker.wrap(steady.fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
@@ -144,27 +147,33 @@ def _steady(config: Config, layers: int | None = None) -> _Steady:
 
 @contextlib.contextmanager
 def _peers_run(config: Config, answers: data_reads.Answers) -> Iterator[triton_launches.Skipped]:
-    """Around a step of `config` on meta: the peers' code sees the target (`seen_as`), Triton
-    launches do nothing (`triton_launches.skipped`; triton imported for a variant whose
-    kernels are Triton's, or already imported), and, for such a variant, `answers` answers its
-    reads of data (entered last: the mode nearest the step's ops, under a tracker entered
-    after it). Only a peer whose Python is followed around its kernels reads data: another
-    step is spared the extra dispatch mode (a quarter of a model step's trace time)."""
+    """Around a step of `config` on meta: Triton launches do nothing
+    (`triton_launches.skipped`; triton imported for a variant whose kernels are Triton's, or
+    already imported), and, for such a variant, its packages' compiled helpers run eagerly
+    (`compiled_helpers.eager`, named in the record yielded; the packages imported there,
+    before the device view, so that what they import keeps torch's own functions); the
+    peers' code sees the target (`seen_as`); and `answers` answers such a variant's reads of
+    data (entered last: the mode nearest the step's ops, under a tracker entered after it).
+    Only a peer whose Python is followed around its kernels reads data: another step is
+    spared the extra dispatch mode (a quarter of a model step's trace time)."""
     target = devices.get(config.device)
     needs_triton = _reads_data(config)
-    reads = (answers.data_factories(), answers) if needs_triton else ()
-    with seen_as(target.kind, targets_mod.BY_NAME.get(config.device)), \
-            triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, contextlib.ExitStack() as stack:
-        for context in reads:
-            stack.enter_context(context)
+    with triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, contextlib.ExitStack() as stack:
+        if needs_triton:
+            packages = [module for module, _ in variants.get(config.variant).requires.packages]
+            stack.enter_context(compiled_helpers.eager(packages, skipped.eager))
+        stack.enter_context(seen_as(target.kind, targets_mod.BY_NAME.get(config.device)))
+        if needs_triton:
+            stack.enter_context(answers.data_factories())
+            stack.enter_context(answers)
         yield skipped
 
 
 def _reads_data(config: Config) -> bool:
     """Whether `config`'s variant is a peer whose Python is followed around its Triton kernels
-    (which skip their launches and have their reads of data answered)."""
+    (`Variant.triton_kernels`: its launches skipped, its reads of data answered)."""
     variant = variants.REGISTRY.get(config.variant)
-    return variant is not None and bool(variant.interpreted_on)
+    return variant is not None and variant.triton_kernels
 
 
 def _on(config: Config) -> frozenset[str]:
@@ -269,8 +278,9 @@ def count_flops(config: Config) -> int | None:
     """FLOPs of one step of `config` (matmuls: 2 per multiply-add) as `FlopCounterMode`
     counts them on `meta` inputs (`trace`: nothing allocated or computed); a compiled
     variant is counted on its eager twin. None when the count cannot be trusted or kept:
-    the step runs a custom op (which hides its matmuls from the counter), fails on `meta`
-    (a Triton kernel, say), or `counted` says so."""
+    the step runs a custom op (which hides its matmuls from the counter) or a variant whose
+    matmuls run in its own kernels (`Variant.kernel_matmuls`), fails on `meta`, or `counted`
+    says so."""
     counter = flop_counter()
     try:
         trace(config, counter=counter)

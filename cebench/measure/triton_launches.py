@@ -36,23 +36,28 @@ from cebench.measure.patched import patched
 
 # The peer packages whose Python the trace follows around skipped launches, and the version
 # whose code cebench's rules (`cebench.measure.data_reads`, its residues) were checked against.
-CHECKED: dict[str, tuple[str, str]] = {"liger_kernel": ("liger-kernel", "0.8.5")}
+CHECKED: dict[str, tuple[str, str]] = {"liger_kernel": ("liger-kernel", "0.8.5"),
+                                       "cut_cross_entropy": ("cut-cross-entropy", "25.1.1")}
 
 
 @dataclass
 class Skipped:
     """What a `skipped()` block skipped: the names of the kernels launched (`kernels`) and the
-    top-level packages that launched them (`packages`, module names)."""
+    top-level packages that launched them (`packages`, module names); and the peer's
+    `torch.compile`d helpers that ran eagerly instead (`eager`, function names: filled by
+    `cebench.measure.compiled_helpers`)."""
 
     kernels: set[str] = field(default_factory=set)
     packages: set[str] = field(default_factory=set)
+    eager: set[str] = field(default_factory=set)
 
     def note(self) -> str:
         """What a prediction's row says about them ('' when nothing was skipped): the
-        kernels, and the version of each package followed (and whether it is the one
-        cebench checked)."""
+        kernels, the version of each package followed (and whether it is the one cebench
+        checked), and the compiled helpers run eagerly."""
+        compiled = f"; torch.compile'd {', '.join(sorted(self.eager))} ran eagerly" if self.eager else ""
         if not self.kernels:
-            return ""
+            return compiled.removeprefix("; ")
         followed = []
         for package in sorted(self.packages):
             dist, checked = CHECKED.get(package, (package.replace("_", "-"), None))
@@ -67,7 +72,7 @@ class Skipped:
             else:
                 followed.append(f"{dist} {version} (cebench checked {checked}: its buffers may differ)")
         return (f"Triton launches skipped ({', '.join(sorted(self.kernels))}): their buffers are "
-                f"{' and '.join(followed)}'s Python, followed on meta")
+                f"{' and '.join(followed)}'s Python, followed on meta{compiled}")
 
 
 def _name(kernel: Any) -> tuple[str, str]:

@@ -135,7 +135,9 @@ _PLACED: tuple[Column, ...] = (  # in the order of files written with schemas 1-
     _axis("z_loss"),
     _axis("reduction"),
     Column("note", "text", "", "what the implementation said while it ran (its warnings: torch-lce's fallback to "
-           "full logits, say) and whether its numbers are not a GPU's (Triton's CPU interpreter)", added=5),
+           "full logits, say) and whether its numbers are not a GPU's (Triton's CPU interpreter); of a prediction, "
+           "what its trace did not run as the GPU does (Triton launches skipped, compiled helpers run eagerly) and "
+           "the peer's version it followed", added=5),
     _axis("grads"),
     _axis("retain_graph"),
     Column("target", "text", "", "the named GPU target (`cebench targets`) of the row: the GPU a sweep measured on, "
