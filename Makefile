@@ -8,7 +8,9 @@
 # the CPU build torch==2.13.0 is installed before cebench (never an unpinned CUDA build).
 # `make test` also installs Liger-Kernel and, where none is importable, Triton, both with
 # --no-deps (Liger's own requirements would pull an unpinned torch): the suite checks
-# Liger's kernels on this CPU under Triton's interpreter.
+# Liger's kernels on this CPU under Triton's interpreter. The tests that reproduce published
+# figures install the older Liger releases that measured them themselves, --no-deps, into a
+# cache reused by later runs (tests/peer_releases.py).
 
 PYTHON ?= python3
 VENV ?= .venv
