@@ -9,6 +9,8 @@
 # `make test` also installs Liger-Kernel, Cut Cross-Entropy and, where none is importable,
 # Triton, all with --no-deps (their own requirements would pull an unpinned torch): the
 # suite checks Liger's kernels on this CPU under Triton's interpreter, and predicts both on meta.
+# The tests that reproduce published figures install the older Liger releases that measured
+# them themselves, --no-deps, into a cache reused by later runs (tests/peer_releases.py).
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -142,8 +142,8 @@ def test_fit_answers_for_liger_in_a_model():
 
 def test_the_note_says_when_the_installed_liger_is_another(monkeypatch):
     skipped = triton_launches.Skipped({"liger_cross_entropy_kernel"}, {"liger_kernel"})
-    monkeypatch.setitem(triton_launches.CHECKED, "liger_kernel", ("liger-kernel", "0.0.1"))
-    assert "(cebench checked 0.0.1: its buffers may differ)" in skipped.note()
+    monkeypatch.setitem(triton_launches.CHECKED, "liger_kernel", ("liger-kernel", ("0.0.1", "0.0.2")))
+    assert "(cebench checked 0.0.1, 0.0.2: its buffers may differ)" in skipped.note()
     assert triton_launches.Skipped().note() == ""
 
 
@@ -166,6 +166,31 @@ def test_a_read_of_an_unknown_value_is_an_error_not_a_guess():
         loss.add_(1)  # written: no longer known
         with pytest.raises(UnknownValue):
             bool(loss.sum())
+
+
+def test_the_reads_of_older_liger_releases_are_answered_from_what_is_known():
+    """Liger 0.2.1 to 0.4.2 also count each chunk's real targets (a slice of the targets: known
+    where none or all are padding, not where the padding's places decide) and branch on 0-dim
+    tensors computed from known values (`n / total if total > 0`, `torch.ne(grad_output, 1.0)`):
+    a pointwise op of constants is run on one host element of each."""
+    import torch
+
+    from cebench.measure.data_reads import Answers, UnknownValue
+
+    answers = Answers()
+    targets, padded, padding = (torch.empty(10, dtype=torch.long, device="meta") for _ in range(3))
+    answers.labels(targets, ignored=0, ignore_index=-100)
+    answers.labels(padded, ignored=3, ignore_index=-100)
+    answers.labels(padding, ignored=10, ignore_index=-100)
+    with answers.data_factories(), answers:
+        total = (targets != -100).sum()
+        assert (targets[2:6] != -100).sum().item() == 4 and (padding[2:6] != -100).sum().item() == 0
+        assert bool(total > 0) and (4 / total).item() == torch.tensor(4 / 10, dtype=torch.float32).item()
+        assert not bool(torch.ne(torch.ones((), device="meta"), torch.tensor(1.0, device="meta")))
+        with pytest.raises(UnknownValue):
+            (padded[2:6] != -100).sum().item()
+        with pytest.raises(UnknownValue):  # a pointwise op of an unknown value is unknown
+            bool(torch.empty((), device="meta") > 0)
 
 
 def test_triton_is_not_imported_for_a_step_that_needs_it_not():

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from typer.testing import CliRunner
 
+from cebench.api import predict
 from cebench.cli import app
 from cebench.core.errors import UsageError
-from cebench.api import predict
 from cebench.models import PRESETS, resolve_model
 from cebench.run.grid import GridOptions
 from test_cli import FAST_START

@@ -13,25 +13,16 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 from cebench.api import predict
 from cebench.core import devices
+from liger_harness import HARNESS, SHARED, TARGET, V_FLCE, H, float32_mib, idle_weight, ulp
 
-ROOT = Path(__file__).resolve().parents[1]
-HARNESS = str(ROOT / "results" / "published" / "liger_kernel.py")
-SHARED = ROOT.parent / "shared" / "published" / "liger_kernel_memory_rows.csv"
+ROWS = SHARED / "liger_kernel_memory_rows.csv"
 LIGER = "linkedin/Liger-Kernel benchmark/data/"
-# The GPU each row was measured on → the target it is predicted for. MI300X (ROCm, Oct 2024)
-# and H100 NVL (not a named target) are the generic `cuda`: no cuBLAS workspace counted,
-# which the MI300X rows confirm (hipBLAS then kept its workspace outside the caching
-# allocator) and the H100 NVL rows do not test (cross_entropy alone runs no matmul).
-TARGET = {"NVIDIA A100-SXM4-80GB": "a100-80gb", "NVIDIA A100 80GB PCIe": "a100-80gb", "NVIDIA L40S": "l40s",
-          "NVIDIA H100 80GB HBM3": "h100-80gb", "AMD Instinct MI300X": "cuda", "NVIDIA H100 NVL": "cuda"}
-H, V_FLCE, BT_CE = 4096, 128256, 8 * 2048
+BT_CE = 8 * 2048
 
 
 @dataclass(frozen=True)
@@ -80,8 +71,7 @@ def replay(kernel: str, gpu: str, x: int) -> tuple[int, int]:
     if kernel == FLCE:  # x = BT rows of H; bf16
         (row,) = predict(target=target, variant=f"{HARNESS}:flce_huggingface", grads="keep", dtype="bf16", batch=x,
                          context=1, vocab=V_FLCE, d_model=H)
-        idle = devices.get(target).block_bytes(V_FLCE * H * 2)  # the harness's Liger module: its own V × H weight
-        extra = idle
+        extra = idle_weight(target)  # the harness's Liger module: its own V × H weight
     else:  # x = V; the (BT, V) fp32 input is cebench's h (d_model V), the vocabulary 2 (weight unused)
         (row,) = predict(target=target, variant=f"{HARNESS}:ce_huggingface", grads="keep", dtype="fp32", batch=BT_CE,
                          context=1, vocab=2, d_model=x)
@@ -89,16 +79,6 @@ def replay(kernel: str, gpu: str, x: int) -> tuple[int, int]:
     assert row.status == "ok", row.error
     ws = devices.get(target).workspace_bytes * (2 if kernel == FLCE else 0)
     return row.peak_bytes + extra, ws
-
-
-def float32_mib(nbytes: int) -> float:
-    """What the harness publishes for `nbytes`: MiB, stored as float32 (`_test_memory`)."""
-    return float(np.float32(nbytes / 2**20))
-
-
-def ulp(mib: float) -> float:
-    """The float32 spacing at `mib`."""
-    return float(np.spacing(np.float32(mib)))
 
 
 @pytest.mark.parametrize("row", PUBLISHED, ids=lambda r: f"{r.kernel}-{r.gpu}-{r.x}")
@@ -134,10 +114,10 @@ def test_a_bare_single_step_misses_the_kept_gradients():
         assert round(1 - (bare.peak_bytes + V_FLCE * H * 2) / harness, 2) == low
 
 
-@pytest.mark.skipif(not SHARED.is_file(), reason=f"{SHARED} is absent (the published data live in ../shared, "
+@pytest.mark.skipif(not ROWS.is_file(), reason=f"{ROWS} is absent (the published data live in ../shared, "
                                                  "outside this repository)")
 def test_every_row_of_the_shared_data_file_is_reproduced():
-    with SHARED.open(newline="") as f:
+    with ROWS.open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows
     for r in rows:

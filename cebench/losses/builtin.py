@@ -8,6 +8,8 @@ padding, which every loss is given.
 """
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 from dataclasses import replace
 
 import torch
@@ -100,20 +102,46 @@ def torch_lce_auto_steps(config: Config) -> Config:
     return replace(config, variant="torch-lce", ce_chunk=picked.batch_chunk_size)
 
 
+# cebench's loss semantics → (the parameter of Liger's fused linear cross-entropy that takes it, its value when off).
+LIGER_PARAMETERS: dict[str, tuple[str, object]] = {"softcap": ("softcap", None),
+                                                   "label_smoothing": ("label_smoothing", 0.0),
+                                                   "z_loss": ("lse_square_scale", 0.0),
+                                                   "reduction": ("reduction", "mean")}
+
+
 def liger_fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                                      ce_chunk: int | None = None, *, softcap: float = 0.0,
                                      label_smoothing: float = 0.0, z_loss: float = 0.0,
                                      reduction: str = "mean") -> torch.Tensor:
     """Liger-Kernel's fused linear cross-entropy (Triton): it picks its own chunk size and
     computes the gradients inside the forward; `z_loss` is its `lse_square_scale`. On a CPU
-    its kernels run under Triton's interpreter (`cebench.core.interpreter`). Arguments after
-    the first three are passed by keyword: their order changed between Liger releases."""
+    its kernels run under Triton's interpreter (`cebench.core.interpreter`). Called as Liger's
+    own loss module calls it: through its autograd Function, which every release since 0.2.1
+    has (0.2.1 has no functional form; 0.4.2's is the Function's `apply`, which takes no
+    keywords), taken from where the release's functional form takes it, each argument bound
+    by name to that release's `forward` (their order changed), the others at their defaults.
+    A semantics the installed release has no parameter for is a ValueError unless it is off
+    (0.2.1 takes none of them)."""
     if h.device.type == "cpu":
         interpreter.enable()
-    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy as liger
+    from liger_kernel import ops
+    from liger_kernel.ops import fused_linear_cross_entropy
 
-    return liger(h, weight, targets, ignore_index=IGNORE_INDEX, lse_square_scale=z_loss,
-                 label_smoothing=label_smoothing, reduction=reduction, softcap=softcap or None)
+    # 0.6.5 on: the implementation `liger_kernel.ops` selected for the device; before, the module's own
+    Function = getattr(ops, "LigerFusedLinearCrossEntropyFunction",
+                       fused_linear_cross_entropy.LigerFusedLinearCrossEntropyFunction)
+
+    asked = {"softcap": softcap or None, "label_smoothing": label_smoothing, "z_loss": z_loss, "reduction": reduction}
+    parameters = dict(list(inspect.signature(Function.forward).parameters.items())[4:])  # after ctx, h, weight, targets
+    lacking = {name: value for name, value in asked.items()
+               if LIGER_PARAMETERS[name][0] not in parameters and value != LIGER_PARAMETERS[name][1]}
+    if lacking:
+        raise ValueError(f"liger-kernel {importlib.metadata.version('liger-kernel')} cannot do "
+                         f"{', '.join(f'{name} {value}' for name, value in lacking.items())}: its fused linear "
+                         f"cross-entropy has no {', '.join(LIGER_PARAMETERS[name][0] for name in lacking)}")
+    given = {"ignore_index": IGNORE_INDEX, **{LIGER_PARAMETERS[name][0]: value for name, value in asked.items()}}
+    loss = Function.apply(h, weight, targets, *(given.get(name, p.default) for name, p in parameters.items()))
+    return loss[0] if isinstance(loss, tuple) else loss  # from 0.6.0 on: (loss, z_loss, ...)
 
 
 def cut_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,

@@ -20,16 +20,22 @@ it. What is known, and how it travels:
 
 - `Labels(ignored, ignore_index)`: a targets tensor (registered with `labels`): `ignored`
   of its elements are `ignore_index`, none of the others is. `ne`/`eq` with that scalar make
-  a `Mask`.
+  a `Mask`. Older Liger releases count each chunk's targets too (a slice): known where no
+  target is padding (or every one is), not where the padding's places decide.
 - `Mask(true)`: a bool tensor with `true` elements set; `logical_not`/`bitwise_not` flip it,
   `sum`/`count_nonzero` count them.
 - `Constant(value)`: every element is `value`: the `ones`/`zeros`/`full` factories and their
   `_like`/`new_` forms, `fill_`/`zero_` of a whole storage, a tensor made from Python data
   whose elements are all equal (`torch.tensor(1.0)`, which reaches no dispatch mode: the
-  factory is wrapped for the block), a copy or a conversion of a constant, a sum of one.
+  factory is wrapped for the block), a copy or a conversion of a constant, a sum of one, and
+  the output of a pointwise op (`torch.Tag.pointwise`, not in place) whose tensor arguments
+  are all constants: that op run on one element of each on the host (Liger 0.4.2's
+  `n_non_ignore / total_n_non_ignore if total_n_non_ignore > 0`, 0.2.1's
+  `torch.ne(grad_output, torch.tensor(1.0))`).
 
 Views share their storage, so a constant storage's views are constants; a `Labels` or
-`Mask` is known only through a tensor that spans its whole storage. An op that writes
+`Mask` is known only through a tensor that spans its whole storage, but for targets none
+(or all) of which are padding, whose every slice is alike. An op that writes
 into a storage (in place, `out=`) makes it unknown unless a rule above says what it holds,
 and so does a skipped Triton launch (`forget`, from `cebench.measure.triton_launches`),
 which may have written into any tensor it was given; but the targets stay known: a loss
@@ -105,6 +111,12 @@ DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
 _RULES = frozenset({*FACTORY_CONSTANTS, *COPIES, aten.fill_.Scalar, aten.zero_.default, aten.ne.Scalar,
                     aten.eq.Scalar, aten.logical_not.default, aten.bitwise_not.default, aten.sum.default,
                     aten.count_nonzero.default})
+
+
+@functools.cache
+def _pointwise(func: Any) -> bool:
+    """Whether `func` computes each output element from the same element of its inputs."""
+    return torch.Tag.pointwise in func.tags
 
 
 @functools.cache
@@ -186,6 +198,8 @@ class Answers(TorchDispatchMode):
         known = self._known.get(self._key(t))
         if isinstance(known, Constant) or (known is not None and _whole(t)):
             return known
+        if isinstance(known, Labels) and known.ignored in (0, t.untyped_storage().nbytes() // t.element_size()):
+            return Labels(0 if known.ignored == 0 else t.numel(), known.ignore_index)  # every slice alike
         return None
 
     def labels(self, targets: torch.Tensor, ignored: int, ignore_index: int) -> None:
@@ -239,7 +253,7 @@ class Answers(TorchDispatchMode):
                 for t in written if isinstance(written, list | tuple) else (written,):
                     if isinstance(t, torch.Tensor):
                         self._set(t, None)
-        if not isinstance(out, torch.Tensor) or func not in _RULES:
+        if not isinstance(out, torch.Tensor) or func not in _RULES and not _pointwise(func):
             return
         first = self.value(args[0]) if args else None
         value: Value | None = None  # ... unless a rule says what it holds
@@ -258,8 +272,25 @@ class Answers(TorchDispatchMode):
             value = Constant(_convert(first.true, out.dtype))
         elif func is aten.sum.default and isinstance(first, Constant):
             value = Constant(_convert(first.value * args[0].numel(), out.dtype))
+        elif _pointwise(func) and not _written(func):
+            value = self._element(func, args, kwargs)
         if value is not None:
             self._set(out, value)
+
+    def _element(self, func: Any, args: tuple, kwargs: dict) -> Constant | None:
+        """The output of pointwise `func` where each tensor argument is a constant: `func` run
+        on one host element of each (None if any is not known)."""
+        elements = []
+        for a in (*args, *kwargs.values()):
+            known = self.value(a)
+            if isinstance(a, torch.Tensor) and not isinstance(known, Constant):
+                return None
+            elements.append(torch.tensor(known.value, dtype=a.dtype) if isinstance(known, Constant) else a)
+        try:
+            out = func(*elements[:len(args)], **dict(zip(kwargs, elements[len(args):], strict=True)))
+        except (RuntimeError, TypeError):  # not computable on the host: unknown, as before
+            return None
+        return Constant(out.item()) if isinstance(out, torch.Tensor) and out.numel() == 1 else None
 
     @contextlib.contextmanager
     def data_factories(self) -> Iterator[None]:

@@ -15,7 +15,7 @@ each for the duration of the block, on the classes (every kernel at once). What 
 launch would have written is unknown afterwards: `on_skip` is given its tensor arguments
 (`cebench.measure.data_reads` forgets what it knew of their values). The kernels skipped
 are listed by name in `Skipped.kernels`; `followed` names the peer package whose Python
-the trace followed, with the version cebench's rules were checked against.
+the trace followed, with the versions cebench's rules were checked against.
 
 triton is imported only by `skipped(needed=True)` or when it is imported already: a step
 of a variant that runs no Triton kernel neither needs nor pays for it.
@@ -34,10 +34,13 @@ from torch.utils._pytree import tree_flatten
 from cebench.core import interpreter
 from cebench.measure.patched import patched
 
-# The peer packages whose Python the trace follows around skipped launches, and the version
-# whose code cebench's rules (`cebench.measure.data_reads`, its residues) were checked against.
-CHECKED: dict[str, tuple[str, str]] = {"liger_kernel": ("liger-kernel", "0.8.5"),
-                                       "cut_cross_entropy": ("cut-cross-entropy", "25.1.1")}
+# The peer packages whose Python the trace follows around skipped launches, and the versions
+# whose code cebench's rules (`cebench.measure.data_reads`, `cebench.measure.device_view`, their
+# residues) were checked against: the installed one, and the releases that measured published
+# figures (tests/test_published_liger_own.py traces each).
+CHECKED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "liger_kernel": ("liger-kernel", ("0.2.1", "0.4.1", "0.4.2", "0.6.0", "0.8.5")),
+    "cut_cross_entropy": ("cut-cross-entropy", ("25.1.1",))}
 
 
 @dataclass
@@ -53,7 +56,7 @@ class Skipped:
 
     def note(self) -> str:
         """What a prediction's row says about them ('' when nothing was skipped): the
-        kernels, the version of each package followed (and whether it is the one cebench
+        kernels, the version of each package followed (and whether it is one cebench
         checked), and the compiled helpers run eagerly."""
         compiled = f"; torch.compile'd {', '.join(sorted(self.eager))} ran eagerly" if self.eager else ""
         if not self.kernels:
@@ -67,10 +70,10 @@ class Skipped:
                 version = "?"
             if checked is None:
                 followed.append(f"{dist} {version} (not checked by cebench)")
-            elif version == checked:
+            elif version in checked:
                 followed.append(f"{dist} {version}")
             else:
-                followed.append(f"{dist} {version} (cebench checked {checked}: its buffers may differ)")
+                followed.append(f"{dist} {version} (cebench checked {', '.join(checked)}: its buffers may differ)")
         return (f"Triton launches skipped ({', '.join(sorted(self.kernels))}): their buffers are "
                 f"{' and '.join(followed)}'s Python, followed on meta{compiled}")
 

@@ -8,6 +8,12 @@ Both harnesses call `.backward()` on the mean loss and never reset `.grad` (cebe
 
     cebench predict --variant results/published/liger_kernel.py:flce_huggingface \\
         --target a100-80gb --grads keep --dtype bf16 --batch 4096 --context 1 --vocab 128256 --d-model 4096
+
+The same script's `liger` provider needs no function here: `LigerLMHeadCE` calls
+`LigerFusedLinearCrossEntropyLoss(ignore_index=-100, reduction="mean")(lin.weight, x, y)`,
+which calls the release's autograd Function with its other arguments at their defaults, as
+cebench's `--variant liger-kernel` does (`tests/test_published_liger_own.py` traces it with
+each release that measured a row).
 """
 from __future__ import annotations
 
