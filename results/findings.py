@@ -78,7 +78,11 @@ TIMED = (
 IN_SUITE = (
     "cebench explain --device cuda --variant chunked --ce-chunk 256,512",
     "cebench fit --model llama-3.2-1b --context 2048 --target h100-80gb --activation-checkpointing none,blocks "
-    "--variant dense,chunked",
+    "--variant dense,chunked,torch-lce,liger-kernel,cut-cross-entropy --ce-chunk 2048",
+    "cebench predict --target h100-80gb --variant dense,chunked,torch-lce,liger-kernel,cut-cross-entropy --batch 8 "
+    "--context 1024 --vocab 128256 --d-model 4096 --dtype bf16 --ce-chunk 4096",
+    "cebench predict --target a100-80gb --variant dense,liger-kernel,cut-cross-entropy --batch 8192 --context 1 "
+    "--vocab 256000 --d-model 2304 --dtype bf16 --softcap 30 --unit MiB",
     "cebench verify --variant dense,chunked --ignore-frac 0.25",
     "cebench predict --target cuda --variant dense --batch 8192 --context 1 --vocab 256000 --d-model 2304 "
     "--dtype bf16 --softcap 0,30 --unit MiB",
