@@ -311,8 +311,8 @@ def test_a_huge_or_infinite_point_timeout_waits_without_a_limit():
 def test_a_hanging_user_variant_is_a_timeout_row(registry):
     spec = f"{MISBEHAVING}:sleepy_loss"
     point = cpu_config(registry.resolve(spec).name, batch=1, context=8, vocab=100, d_model=8)
-    outcome = isolate.call(functools.partial(run, calibrate=False), (point, FAST), isolate.Child(specs=(spec,)), 8.0)
-    assert outcome.status == "timeout" and "no result after 8 s" in outcome.error
+    outcome = isolate.call(functools.partial(run, calibrate=False), (point, FAST), isolate.Child(specs=(spec,)), 2.0)
+    assert outcome.status == "timeout" and "no result after 2 s" in outcome.error
 
 
 class _Stop(Exception):
