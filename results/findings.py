@@ -74,11 +74,10 @@ TIMED = (
           "batch 128 ×"),
 )
 # The rows tests/test_findings.py runs again: they predict on meta tensors or check a few small steps (seconds);
-# the others measure for tens of seconds to minutes, and this script runs them.
+# the others measure, or fit five losses inside a model twice over, for tens of seconds to minutes, and this
+# script runs them.
 IN_SUITE = (
     "cebench explain --device cuda --variant chunked --ce-chunk 256,512",
-    "cebench fit --model llama-3.2-1b --context 2048 --target h100-80gb --activation-checkpointing none,blocks "
-    "--variant dense,chunked,torch-lce,liger-kernel,cut-cross-entropy --ce-chunk 2048",
     "cebench predict --target h100-80gb --variant dense,chunked,torch-lce,liger-kernel,cut-cross-entropy --batch 8 "
     "--context 1024 --vocab 128256 --d-model 4096 --dtype bf16 --ce-chunk 4096",
     "cebench predict --target a100-80gb --variant dense,liger-kernel,cut-cross-entropy --batch 8192 --context 1 "

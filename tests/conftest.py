@@ -54,6 +54,36 @@ def matmul_rate_once():
         yield
 
 
+def cli(argv: list[str]) -> tuple[int, str, str]:
+    """`cebench ARGV` in this process, as the installed command runs it: (exit code, stdout,
+    stderr). What `in_child` runs in a fresh process."""
+    import contextlib
+    import io
+    import sys
+
+    from cebench.cli import main
+
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    sys.argv = ["cebench", *argv]
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def in_child(argv: list[str]) -> tuple[int, str, str]:
+    """`cli(argv)` in a fresh process forked from one that imported torch (`cebench.run.isolate`),
+    in this process's working directory and environment: a command as a user's shell runs it,
+    without the seconds of importing torch again."""
+    from cebench.run import isolate
+
+    outcome = isolate.call(cli, (argv,), isolate.Child(), 300)
+    assert outcome.status == "ok", outcome.error
+    return outcome.value
+
+
 def cpu_config(variant: str = "dense", batch: int = 2, context: int = 64, vocab: int = 2000,
                d_model: int = 32, ce_chunk: int | None = None, workload: str = "loss",
                dtype: str = "fp32") -> Config:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import re
 import shlex
-import subprocess
-import sys
 import textwrap
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -22,9 +20,8 @@ from cebench.core.config import Config
 from cebench.losses import inputs, variants
 from cebench.losses.workloads import make_step
 from cebench.run.runner import Settings, run
-from conftest import FAST
+from conftest import FAST, in_child
 
-CEBENCH = Path(sys.executable).parent / "cebench"
 GRID = ["--device", "cpu", "--batch", "1,4", "--context", "64", "--vocab", "3000", "--d-model", "32",
         "--ce-chunk", "64", "--repeats", "1"]
 
@@ -199,8 +196,8 @@ def test_the_readmes_ci_gate_fails_a_loss_that_drops_its_checkpointing(registry,
             res = CliRunner().invoke(app, argv[1:])
             assert res.exit_code == 0, res.output
         else:
-            proc = subprocess.run([str(CEBENCH), *argv[1:]], capture_output=True, text=True, timeout=300)
-            assert proc.returncode == 0, proc.stderr
+            code, _, stderr = in_child(argv[1:])
+            assert code == 0, stderr
         rows = list(csv.DictReader(Path(option(argv, "--out")).open()))
         assert [(r["variant"], int(r["batch"]), r["status"]) for r in rows] == [(spec, b, "ok") for b in batches]
         return rows
