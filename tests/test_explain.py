@@ -195,3 +195,15 @@ def test_an_unexplainable_variant_is_named_and_skipped(tmp_path):
     assert result.exit_code == 0, result.output
     assert "not explained: chunked-compiled ce_chunk=32: a dispatch-mode tracker cannot see" in result.stderr
     assert "cebench explain · dense" in result.stdout
+
+
+def test_a_one_panel_figures_title_fits_its_width():
+    """Its title's lines are wrapped to the figure: drawn, none runs past either edge."""
+    fig = figure([explain(config("dense"))])
+    try:
+        fig.canvas.draw()
+        box = fig._suptitle.get_window_extent()
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width
+        assert len(fig._suptitle.get_text().splitlines()) > 3  # three lines, the longer ones wrapped
+    finally:
+        plt.close(fig)

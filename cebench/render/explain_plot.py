@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ BOUND = "lower bound (gradients of h, weight + loss)"
 _PEAK_STYLE: dict[str, Any] = dict(color="black", linewidth=0.9, linestyle=(0, (2, 2)))
 BACKWARD_SHADE = "0.92"
 CONTRIBUTORS = 3  # groups named at the peak
+CHARS_PER_INCH = 12  # characters of the 10-point title a figure's width holds
 
 
 def panel_title(e: Explanation) -> str:
@@ -97,9 +99,11 @@ def _title(fig: Figure, explanations: Sequence[Explanation]) -> None:
     how = (f"predicted for {c.device} on meta tensors (dispatcher tracker)" if explanations[0].method == PREDICTED
            else f"{c.device}: allocator events (torch.profiler)")
     inputs = format_bytes(explanations[0].base_bytes)
-    fig.suptitle("Memory one loss step (forward + backward) adds, allocation by allocation, stacked by kind\n"
-                 f"{sizes_text(c)} · {c.dtype} · {how}\n"
-                 f"not drawn: the inputs h, weight, targets ({inputs}), live throughout", fontsize=10)
+    lines = ("Memory one loss step (forward + backward) adds, allocation by allocation, stacked by kind",
+             f"{sizes_text(c)} · {c.dtype} · {how}",
+             f"not drawn: the inputs h, weight, targets ({inputs}), live throughout")
+    width = int(fig.get_figwidth() * CHARS_PER_INCH)  # a one-panel figure is narrower than the lines
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in lines), fontsize=10)
 
 
 def figure(explanations: Sequence[Explanation]) -> Figure:
