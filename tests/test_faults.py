@@ -390,6 +390,11 @@ def exits_at_once(h, weight, targets):
     sys.exit(5)
 
 
+def build():
+    """A model's build that exits."""
+    os._exit(6)
+
+
 def ctrl_c(h, weight, targets):
     """A person's Ctrl-C while it runs."""
     if weight.shape[0] > 16:
@@ -417,6 +422,39 @@ def test_a_variant_that_ends_the_process_is_named_with_isolate_suggested(exits, 
     assert line.startswith(f"cebench: error: --variant: {exits}:{fn} {how} in the sweep's own process")
     assert "--isolate" in line
     assert (len(keys(out)) if out.exists() else None) == rows  # the rows before it kept (none: the smoke test)
+
+
+SHAPE = ["--vocab", "100", "--d-model", "8", "--context", "8"]
+
+
+@pytest.mark.parametrize("command", [["predict", "--target", "cpu"], ["predict", "--target", "h100-80gb"],
+                                     ["fit", "--target", "cpu", "--budget", "1GiB"],
+                                     ["explain", "--target", "cpu"], ["explain", "--device", "cpu"]],
+                         ids=lambda c: "-".join(c[::2]))
+@pytest.mark.parametrize("fn,how", [("exits", "raised SystemExit(3)"), ("quits", "called os._exit(4)"),
+                                    ("interrupts", "raised KeyboardInterrupt"),
+                                    ("exits_at_once", "raised SystemExit(5)")])
+def test_a_variant_that_ends_the_process_is_one_line_in_every_command(exits, tmp_path, registry, command, fn, how):
+    """predict, fit and explain run a user's loss in their own process too: its exits are one
+    line naming it, exit 2 (the smoke test's tiny problem included: `exits_at_once`)."""
+    out = ["--out", tmp_path / "f.png"] if command[0] == "explain" else []
+    batch = [] if command[0] == "fit" else ["--batch", "2"]
+    result = invoke(*command, *SHAPE, *batch, "--variant", f"{exits}:{fn}", *out)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"cebench: error: --variant: {exits}:{fn} {how} in cebench's process, which "
+                                     "would end the command")
+    assert list(tmp_path.iterdir()) == []  # no figure
+
+
+@pytest.mark.parametrize("command", [["predict", "--target", "cpu"], ["sweep", "--device", "cpu"]],
+                         ids=lambda c: c[0])
+def test_a_build_that_ends_the_process_is_one_line(exits, tmp_path, command):
+    result = invoke(*command, "--model", f"{exits}:build", "--batch", "1", "--context", "8",
+                    "--out", tmp_path / "r.csv")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines()[-1] == (f"cebench: error: --model: {exits}:build: build() called "
+                                                      "os._exit(6) in cebench's process, which would end the command")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_ctrl_c_while_a_variant_runs_is_an_interruption(exits, tmp_path, registry):

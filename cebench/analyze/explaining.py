@@ -11,6 +11,7 @@ from cebench.analyze.predicting import one_value
 from cebench.core.axes import BY_NAME, NO_MODEL
 from cebench.core.config import LOSS
 from cebench.core.errors import UsageError, describe
+from cebench.core.guard import user_code
 from cebench.losses import variants
 from cebench.run.grid import GridOptions
 
@@ -68,7 +69,8 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
     for point in points.expand():
         label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
         try:
-            done.append(explain_point(point, meta))
+            with user_code(point.variant, "variant"):  # measured: its step runs here
+                done.append(explain_point(point, meta))
         except Unexplainable as exc:
             skipped[label] = str(exc)
     return Explained(done, skipped, meta)

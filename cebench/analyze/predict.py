@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
-from cebench.core.errors import describe
+from cebench.core.errors import UsageError, describe
 from cebench.losses import variants
 from cebench.measure import series
 from cebench.measure.meta import OpaqueOp
@@ -46,6 +46,8 @@ def predict(config: Config) -> Result:
     except OpaqueOp as exc:
         result.status, result.error = Status.UNSUPPORTED, str(exc)
         return result
+    except UsageError:  # a user's code that exits (`cebench.core.guard`): one line, as every command says it
+        raise
     except Exception as exc:  # an op without a meta kernel, say: report it, go on
         result.status, result.error = Status.ERROR, describe(exc)
         return result

@@ -105,7 +105,8 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
         else:
             skipped[point.variant] = why
     if not points:
-        raise UsageError("no variant here can be predicted (compiled variants and custom ops cannot)", "variant")
+        name, why = next(iter(skipped.items()))
+        raise UsageError(f"no variant here can be predicted ({name}: {why})", "variant")
     warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
     fits = []
     for point in points:

@@ -23,8 +23,9 @@ from cebench.cli.options import (
 from cebench.core import devices
 from cebench.core.axes import SEMANTICS, semantics_label
 from cebench.core.config import Config
+from cebench.core.guard import Interrupted
 from cebench.run.grid import GridOptions
-from cebench.run.sweep import POINT_TIMEOUT_S, Interrupted, Sweep
+from cebench.run.sweep import POINT_TIMEOUT_S, Sweep
 
 if TYPE_CHECKING:
     from cebench.store.schema import Result

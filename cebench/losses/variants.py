@@ -26,6 +26,7 @@ from cebench.core import interpreter
 from cebench.core.axes import FEATURES
 from cebench.core.config import LOSS, SAMPLE, Config
 from cebench.core.errors import UsageError
+from cebench.core.guard import user_code
 from cebench.losses import contract, loader
 
 if TYPE_CHECKING:
@@ -249,7 +250,8 @@ def smoke_test(names: Iterable[str], device: str) -> None:
     there (built-in ones are trusted); `UsageError` for the first that breaks the contract."""
     for name in untrusted(names, device):
         v = get(name)
-        contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
+        with user_code(name, "variant"):
+            contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
 
 
 def get(name: str) -> Variant:

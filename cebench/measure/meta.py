@@ -23,6 +23,7 @@ from cebench.core import devices, interpreter
 from cebench.core import targets as targets_mod
 from cebench.core.config import Checkpointing, Config, Grads, Optimizer, torch_dtype
 from cebench.core.errors import said
+from cebench.core.guard import user_code
 from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
@@ -73,7 +74,7 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     on = _on(config)
     answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
     answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX)
-    with _peers_run(config, answers):
+    with user_code(config.variant, "variant"), _peers_run(config, answers):
         steady.warm()
     before: Sequence[torch.Tensor] = steady.tensors()
     training = steady.training
@@ -89,7 +90,8 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
     # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
     # the answers to data reads, which its ops reach.
-    with rng, _peers_run(config, answers) as skipped, tracker, warnings.catch_warnings(record=True) as caught:
+    with user_code(config.variant, "variant"), rng, _peers_run(config, answers) as skipped, tracker, \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
     tracker.skipped, tracker.said = skipped.note(), said(caught)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cebench.core.errors import UsageError, describe
+from cebench.core.guard import user_code
 from cebench.losses.loader import import_object, is_spec
 from cebench.models.contract import Built, check
 from cebench.models.spec import ModelSpec, parse, read_config
@@ -141,11 +142,12 @@ def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> 
     if not callable(fn):
         raise UsageError(f"{spec}: is {type(fn).__name__}, not a function; build() returns (body, head weight)",
                          "model")
-    try:
-        with torch.device(device):
-            returned = fn()
-    except Exception as exc:  # a broken user build: one line, before anything runs
-        raise UsageError(f"{spec}: build() raised {describe(exc, 200)}", "model") from None
+    with user_code(f"{spec}: build()", "model"):
+        try:
+            with torch.device(device):
+                returned = fn()
+        except Exception as exc:  # a broken user build: one line, before anything runs
+            raise UsageError(f"{spec}: build() raised {describe(exc, 200)}", "model") from None
     built = check(returned, spec)
     body, head = built.body, built.head
     tied = next((name for name, p in body.named_parameters() if p is head), None)

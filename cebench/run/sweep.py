@@ -8,8 +8,6 @@ import contextlib
 import difflib
 import functools
 import os
-import signal
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from cebench.core import devices
 from cebench.core.axes import AXES
 from cebench.core.config import Config, Settings
 from cebench.core.errors import InputWarning, UsageError
+from cebench.core.guard import user_code
 from cebench.core.shard import Shard, from_env, parse
 from cebench.losses import variants
 from cebench.run import plan as plan_mod
@@ -36,56 +35,11 @@ MAX_STEPS = 10_000  # --repeats and --warmup at most: every timed step is kept, 
 THREADS_PER_CPU = 4  # --threads at most this many per CPU here (torch crashes on absurd counts)
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT; `cebench sweep` also raises it for SIGTERM) while the sweep ran: the
-    person, not a variant (which may raise a `KeyboardInterrupt` of its own)."""
-
-
-class _Exit(BaseException):
-    """Raised in place of `os._exit` while a variant runs in the sweep's own process."""
-
-    def __init__(self, code: object) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise Interrupted
-
-
-def _exit(code: object = 0) -> None:
-    raise _Exit(code)
-
-
-@contextlib.contextmanager
-def _in_process(variant: str) -> Iterator[None]:
-    """Run `variant` in the sweep's own process, where its `sys.exit`, `os._exit` or
-    `KeyboardInterrupt` would end the sweep without a word: each is a `UsageError` naming
-    it instead (`os._exit` raises meanwhile), the rows before it kept. Ctrl-C meanwhile
-    raises `Interrupted`, so that it is told apart from the variant's own."""
-    ours = (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    if ours:
-        signal.signal(signal.SIGINT, _interrupt)
-    real_exit, os._exit = os._exit, _exit  # type: ignore[assignment]
-    how = ""
-    try:
-        yield
-    except SystemExit as exc:
-        how = f"raised SystemExit({exc.code!r})"
-    except _Exit as exc:
-        how = f"called os._exit({exc.code!r})"
-    except KeyboardInterrupt as exc:
-        if not ours or isinstance(exc, Interrupted):
-            raise
-        how = "raised KeyboardInterrupt"
-    finally:
-        os._exit = real_exit
-        if ours:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-    if how:
-        raise UsageError(f"{variant} {how} in the sweep's own process, which would end the sweep; measure it with "
-                         "--isolate (each point in a fresh process, where that is an error row)", "variant")
+def _in_process(variant: str) -> contextlib.AbstractContextManager[None]:
+    """Run `variant` in the sweep's own process: its exits are a `UsageError` naming it (and
+    whatever user code ran inside it), the rows before it kept (`cebench.core.guard`)."""
+    return user_code(variant, "variant", where="the sweep's own process", ends="the sweep",
+                     hint="measure it with --isolate (each point in a fresh process, where that is an error row)")
 
 
 @dataclass(frozen=True)
@@ -293,4 +247,4 @@ def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | Non
                       point_timeout=point_timeout))
 
 
-__all__ = ["Estimate", "Interrupted", "Sweep", "sweep"]
+__all__ = ["Estimate", "Sweep", "sweep"]

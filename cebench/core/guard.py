@@ -1,0 +1,93 @@
+"""User code (a loss, a model's build) run in cebench's own process, where its `sys.exit`,
+`os._exit` or `KeyboardInterrupt` would end the command without a word: inside
+`user_code(...)` each becomes a one-line `UsageError` naming that code, and Ctrl-C raises
+`Interrupted`, so that the person's interrupt is told apart from the code's own.
+
+Guards nest: the innermost names the code that exited (a model's `build()` inside a sweep's
+point), the outermost says where it ran, what it would have ended and what to do instead
+(a sweep: measure it with `--isolate`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from cebench.core.errors import UsageError
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT; `cebench sweep` also raises it for SIGTERM) while user code ran: the
+    person, not the code (which may raise a `KeyboardInterrupt` of its own)."""
+
+
+class _Exit(BaseException):
+    """Raised in place of `os._exit` while user code runs."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where guarded code runs (`where`), what its exit would end (`ends`) and what to do
+    instead (`hint`, '' for nothing); `owns_sigint`: the outermost guard put `_interrupt` in
+    place of the default SIGINT handler."""
+
+    where: str
+    ends: str
+    hint: str
+    owns_sigint: bool
+
+
+_STACK: list[_Where] = []  # the guards entered, outermost first
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted
+
+
+def _exit(code: object = 0) -> None:
+    raise _Exit(code)
+
+
+@contextlib.contextmanager
+def user_code(name: str, param: str, *, where: str = "cebench's process", ends: str = "the command",
+              hint: str = "") -> Iterator[None]:
+    """Run the block as user code called `name` (the flag `param` gave it): its exits and
+    interrupts become a `UsageError` '<name> raised SystemExit(3) in <where>, which would end
+    <ends>[; <hint>]'. Nested inside another guard, `where`, `ends` and `hint` are the
+    outermost's."""
+    outermost = not _STACK
+    if outermost:
+        owns = (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        if owns:
+            signal.signal(signal.SIGINT, _interrupt)
+        real_exit, os._exit = os._exit, _exit  # type: ignore[assignment]
+        _STACK.append(_Where(where, ends, hint, owns))
+    context = _STACK[0]
+    how = ""
+    try:
+        yield
+    except SystemExit as exc:
+        how = f"raised SystemExit({exc.code!r})"
+    except _Exit as exc:
+        how = f"called os._exit({exc.code!r})"
+    except KeyboardInterrupt as exc:
+        if not context.owns_sigint or isinstance(exc, Interrupted):
+            raise
+        how = "raised KeyboardInterrupt"
+    finally:
+        if outermost:
+            _STACK.pop()
+            os._exit = real_exit
+            if context.owns_sigint:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+    if how:
+        raise UsageError(f"{name} {how} in {context.where}, which would end {context.ends}"
+                         + (f"; {context.hint}" if context.hint else ""), param)
