@@ -67,3 +67,10 @@ def test_an_unknown_axis_is_a_usage_error_naming_it():
     with pytest.raises(UsageError) as info:
         GridOptions(batchsize="8")
     assert info.value.param == "batchsize"
+
+
+def test_a_weight_no_machine_holds_is_refused_before_any_work():
+    """vocab × d_model in fp32 beyond 2⁶² bytes: one line (torch's storage-overflow traceback, before)."""
+    with pytest.raises(UsageError, match="the fp32 weight would take 16,000,000,000,000,000,000 bytes") as caught:
+        GridOptions(vocab=2 * 10**9, d_model=2 * 10**9, batch=1, context=1).grid("cuda")
+    assert caught.value.param == "vocab × d_model"

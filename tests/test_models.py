@@ -192,6 +192,11 @@ BAD_CONFIGS = {
     "heads that do not divide": ({**CONFIGS["llama"], "num_key_value_heads": 3}, "3 key/value heads do not divide 4"),
     "an unknown activation": ({**CONFIGS["llama"], "hidden_act": "relu2"}, "hidden_act is 'relu2'; it is one of"),
     "an infinite number": ({**CONFIGS["llama"], "rope_theta": float("inf")}, "rope_theta is inf; it is a positive,"),
+    # 3·10⁹ × 3·10⁹ fp32: beyond a storage's size (torch's overflow traceback, before)
+    "an overflowing width": ({**CONFIGS["llama"], "hidden_size": 3 * 10**9, "vocab_size": 3 * 10**9,
+                              "head_dim": 8}, "its largest fp32 weight would take 36,000,000,000,000,000,000 bytes"),
+    "overflowing positions": ({**CONFIGS["gpt2"], "n_embd": 2**30, "n_inner": 8, "n_positions": 2**31},
+                              "largest fp32 weight would take 9,223,372,036,854,775,808 bytes"),
 }
 
 

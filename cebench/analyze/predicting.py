@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.config import LOSS, Settings
 from cebench.core.errors import InputWarning, UsageError, describe
+from cebench.core.memory import BYTES_LIMIT
 from cebench.losses import variants
-from cebench.run.grid import LOGITS_LIMIT, GridOptions
+from cebench.run.grid import GridOptions
 
 if TYPE_CHECKING:
     from cebench.analyze.predict import Fit
@@ -93,7 +94,7 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
     one_value(candidates, "fit", lists=STEP_SETTINGS)
-    if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= LOGITS_LIMIT:
+    if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= BYTES_LIMIT:
         raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "
                          "than any machine holds", "max_batch")
     variants.smoke_test(candidates.variants, "cpu")

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from torch._C._autograd import _ProfilerResult
 
 
+BYTES_LIMIT = 2**62  # bytes of one tensor (or a point's fp32 logits) beyond which no machine or results CSV holds it
+
+
 @dataclass(frozen=True)
 class MemoryReading:
     """Bytes live before the step (`base_bytes`) and at its highest point (`peak_bytes`); a

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from cebench.core.errors import UsageError
+from cebench.core.memory import BYTES_LIMIT
 
 MODEL_TYPES = ("llama", "mistral", "qwen2", "gemma2", "gpt2")
 # transformers' names of each activation, as cebench names them
@@ -97,14 +98,23 @@ def read_config(path: Path | str) -> dict[str, Any]:
 def parse(config: dict[str, Any], where: str) -> ModelSpec:
     """The spec of a Hugging Face config dict; `where` names it in errors. `UsageError`
     (param 'model') for a model type not in MODEL_TYPES, a missing shape field, a value of
-    the wrong type, or heads that do not divide."""
+    the wrong type, heads that do not divide, or a weight beyond `BYTES_LIMIT` in fp32."""
     fields = _Fields(config, where)
     model_type = config.get("model_type")
     if model_type not in MODEL_TYPES:
         shown = "no model_type" if model_type is None else f"model_type {model_type!r}"
         raise UsageError(f"{where}: {shown} is not supported (supported: {', '.join(MODEL_TYPES)})", "model")
-    if model_type == "gpt2":
-        return _gpt2(fields)
+    spec = _gpt2(fields) if model_type == "gpt2" else _decoder(fields, model_type)
+    positions = spec.max_positions if spec.rope_theta is None else 0  # gpt2's learned position embedding
+    largest = max(spec.vocab, spec.d_ff, spec.n_heads * spec.head_dim, positions) * spec.d_model * 4
+    if largest >= BYTES_LIMIT:
+        raise UsageError(f"{where}: its largest fp32 weight would take {largest:,} bytes, beyond what any machine "
+                         "can hold", "model")
+    return spec
+
+
+def _decoder(fields: _Fields, model_type: str) -> ModelSpec:
+    """A llama, mistral, qwen2 or gemma2 config's spec."""
     d_model, n_heads = fields.count("hidden_size"), fields.count("num_attention_heads")
     gemma = model_type == "gemma2"
     head_dim = fields.count("head_dim") if gemma else fields.count("head_dim", _divide(fields, d_model, n_heads))

@@ -12,10 +12,9 @@ from cebench.core import devices
 from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpointing, Role, split
 from cebench.core.config import LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
+from cebench.core.memory import BYTES_LIMIT
 from cebench.losses import variants
 from cebench.models.model import resolve_model
-
-LOGITS_LIMIT = 2**62  # bytes of full fp32 logits beyond which no machine or CSV holds a point
 
 
 def check_temperature(temperature: float) -> float:
@@ -216,7 +215,11 @@ class GridOptions:
         if any(m != NO_MODEL for m in values["model"]):
             grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)))
         logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4
-        if logits >= LOGITS_LIMIT:
+        if logits >= BYTES_LIMIT:
             raise UsageError(f"the full fp32 logits would take {logits:,} bytes, beyond what any machine or a "
                              "results CSV can hold", "batch × context × vocab")
+        weight = max(values["vocab"]) * max(values["d_model"]) * 4
+        if weight >= BYTES_LIMIT:
+            raise UsageError(f"the fp32 weight would take {weight:,} bytes, beyond what any machine can hold",
+                             "vocab × d_model")
         return grid
