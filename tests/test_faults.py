@@ -628,3 +628,28 @@ def test_the_quick_start_sweep_shows_chunking():
         given = {w[2:].replace("-", "_"): v for w, v in zip(words, words[1:], strict=False) if w.startswith("--")}
         grid = GridOptions(**{k: v for k, v in given.items() if k in ("batch", "context", "ce_chunk")}).grid("cpu")
         assert max(b * c for b in grid.batch for c in grid.context) > min(grid.ce_chunk), line
+
+
+@pytest.mark.parametrize("command", [
+    ["explain", "--target", "cpu", "--variant", "dense", "--batch", "1", "--context", "8", "--vocab", "100",
+     "--d-model", "8", "--out", "{dir}/f.png"],
+    ["explain", "--model", "gpt2", "--target", "cpu", "--batch", "1", "--context", "8", "--out", "{dir}/f.svg"],
+    ["plot", "{csv}", "--out-dir", "{dir}"]], ids=lambda c: f"{c[0]}-{c[2]}")
+def test_a_figure_onto_a_full_disk_is_one_line_and_no_file(tmp_path, monkeypatch, command):
+    """The disk fills half way through a figure: one line, exit 2, nothing left in its folder."""
+    import matplotlib.figure
+
+    csv_path = sweep_csv(tmp_path / "r.csv", "--batch", "1", "--context", "8") if command[0] == "plot" else ""
+    folder = tmp_path / "figures"
+    folder.mkdir()
+
+    def full(self, f, **kwargs):
+        f.write(b"\x89PNG half a figure")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
+    result = invoke(*(a.format(dir=folder, csv=csv_path) for a in command))
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("cebench: error: ") and line.endswith(": cannot write there (No space left on device)")
+    assert list(folder.iterdir()) == []

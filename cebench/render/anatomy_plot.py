@@ -18,6 +18,7 @@ from cebench.core import devices  # noqa: E402
 from cebench.core.axes import Checkpointing  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
 from cebench.render.plot import memory_unit  # noqa: E402
+from cebench.store.files import write_new  # noqa: E402
 
 COLORS = dict(zip(PARTS, ("tab:gray", "tab:purple", "tab:green", "tab:blue", "tab:red", "tab:orange", "0.8"),
                   strict=True))
@@ -30,7 +31,8 @@ def label(a: Anatomy) -> str:
 
 
 def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
-    """Draw `anatomies` (one model, one shape) to `path` (.png, .svg or .pdf); returns it."""
+    """Draw `anatomies` (one model, one shape) to `path` (.png, .svg or .pdf) whole or not at all
+    (`UsageError` when it cannot be written); returns it."""
     c = anatomies[0].config
     top = max(a.peak_bytes for a in anatomies)
     capacity = devices.get(c.device).capacity_bytes
@@ -53,7 +55,8 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
                  f"{c.device}", fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), ncols=len(PARTS), fontsize=8, loc="outside lower center",
                frameon=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        write_new(path, lambda f: fig.savefig(f, dpi=120, format=path.suffix.lstrip(".") or "png"), "out")
+    finally:
+        plt.close(fig)
     return path

@@ -27,10 +27,10 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from cebench.analyze.explain import GRADIENT, KINDS, SAVED, TEMPORARY, Explanation, group_text, sizes_text  # noqa: E402
-from cebench.core.errors import UsageError  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
 from cebench.measure.timeline import FORWARD  # noqa: E402
 from cebench.render.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit  # noqa: E402
+from cebench.store.files import write_new  # noqa: E402
 from cebench.store.schema import PREDICTED  # noqa: E402
 
 COLORS = {GRADIENT: "tab:green", SAVED: "tab:blue", TEMPORARY: "tab:orange"}
@@ -135,13 +135,11 @@ def figure(explanations: Sequence[Explanation]) -> Figure:
 
 
 def save(explanations: Sequence[Explanation], path: Path) -> Path:
-    """Draw `figure(explanations)` into the PNG `path` (its folder made as needed)."""
+    """Draw `figure(explanations)` into `path` (.png, .svg or .pdf; its folder made as needed),
+    whole or not at all (`UsageError` when it cannot be written)."""
     fig = figure(explanations)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})", "out") from None
+        write_new(path, lambda f: fig.savefig(f, dpi=150, format=path.suffix.lstrip(".") or "png"), "out")
     finally:
         plt.close(fig)
     return path

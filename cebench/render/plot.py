@@ -19,6 +19,7 @@ says which lines they equal. A log x axis says so in its label.
 """
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 import warnings
@@ -44,6 +45,7 @@ from cebench.core.axes import BY_NAME as AXES_BY_NAME  # noqa: E402
 from cebench.core.axes import X_AXES  # noqa: E402
 from cebench.core.errors import InputWarning, UsageError  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
+from cebench.store.files import write_new  # noqa: E402
 from cebench.store.frame import latest  # noqa: E402
 from cebench.store.schema import FAILED, KEY_COLUMNS, SHAPE_COLUMNS, Status  # noqa: E402
 
@@ -564,15 +566,12 @@ def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = F
     (`figures`). Returns the paths written."""
     drawn = figures(frame, x, budget)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
         for ext in ("png", "svg") if svg else ("png",):
             for name, fig in drawn.items():
                 path = out_dir / f"{name}.{ext}"
-                fig.savefig(path, dpi=150)
+                write_new(path, functools.partial(fig.savefig, dpi=150, format=ext), "out_dir")
                 paths.append(path)
-    except OSError as exc:
-        raise UsageError(f"{out_dir}: cannot write there ({exc.strerror or exc})", "out_dir") from None
     finally:
         for fig in drawn.values():
             plt.close(fig)

@@ -24,6 +24,9 @@ from cebench.core.errors import InputWarning, UsageError
 from cebench.store.schema import ADDED, BEFORE, COLUMNS, DONE, KEY_COLUMNS, PREDICTED, Result
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import BinaryIO
+
     from cebench.core.config import Config
 
 try:
@@ -151,24 +154,28 @@ def _drop_cut_off_row(path: Path, lock: Lock, quiet: bool = False) -> None:
         warnings.warn(InputWarning(rows.cut_message("cut from the file before appending")), stacklevel=3)
 
 
-def write_new(path: Path, text: str) -> None:
-    """Write `text` to the file `path` whole or not at all: into a new file beside it (mode
-    `FILE_MODE`, as every file cebench writes), renamed into place. `UsageError` when it
-    cannot be written, nothing left behind."""
+def write_new(path: Path, content: str | Callable[[BinaryIO], None], param: str | None = None) -> None:
+    """Write `content` (text, or what a function writes to a binary file: a figure) to the
+    file `path` whole or not at all: into a new file beside it (mode `FILE_MODE`, as every
+    file cebench writes), renamed into place. `UsageError` (naming `param`) when it cannot
+    be written, nothing left behind."""
     tmp = path.with_name(f".{path.name[:200]}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         try:
-            with os.fdopen(fd, "w", newline="") as f:
-                f.write(text)
+            with os.fdopen(fd, "wb") as f:
+                if isinstance(content, str):
+                    f.write(content.encode("utf-8"))
+                else:
+                    content(f)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})") from None
+        raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})", param) from None
 
 
 def existing_header(path: Path, advice: str = "; choose another --out") -> tuple[str, ...] | None:
