@@ -163,6 +163,31 @@ def test_a_full_disk_mid_row_leaves_the_file_at_its_last_whole_row(tmp_path, mon
     assert shown.exit_code == 0 and shown.stderr == ""
 
 
+@pytest.mark.parametrize("command", [["sweep", *TINY], ["predict", "--target", "cpu", *TINY[2:8]]],
+                         ids=lambda c: c[0])
+def test_a_full_disk_at_the_header_leaves_no_empty_file(tmp_path, monkeypatch, command):
+    out = tmp_path / "r.csv"
+    real = os.write
+
+    def full_disk(fd: int, data: bytes) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}") == str(out):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", full_disk)
+    result = invoke(*command, "--variant", "dense", "--batch", "1", "--out", out)
+    monkeypatch.undo()
+    assert result.exit_code == 2 and "writing failed (No space left on device)" in result.stderr, result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_whose_only_variant_is_refused_leaves_no_header_only_file(exits, tmp_path, registry):
+    out = tmp_path / "r.csv"
+    result = invoke("sweep", *TINY, "--batch", "1", "--variant", f"{exits}:exits", "--out", out)
+    assert result.exit_code == 2 and "raised SystemExit(3)" in result.stderr, result.output
+    assert not out.exists()
+
+
 def _long_name(tmp_path: Path, suffix: str) -> Path:
     return tmp_path / ("a" * 300 + suffix)
 

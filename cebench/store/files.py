@@ -56,10 +56,12 @@ class Lock:
     """This process's exclusive hold on the results CSV at `path` (`fcntl.flock`), opened for
     appending (created when missing, mode `FILE_MODE`), so that no two cebench processes
     write one file at once: a second one is refused with a `UsageError`, never queued. The
-    kernel releases it when the process ends, however it ends."""
+    kernel releases it when the process ends, however it ends. `created`: there was no file
+    at `path` before."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.created = not path.exists()
         try:
             self.file = path.open("ab", buffering=0)  # unbuffered: a failed write leaves nothing behind
         except OSError as exc:
@@ -85,7 +87,8 @@ class ResultWriter:
     or ragged last row is cut from it first, with an `InputWarning` (unless `quiet`: the
     caller read the file, which warned). Anything else at
     `path` is a `UsageError`, and the file is untouched. A write that fails (a full disk)
-    is a `UsageError`, the file cut back to its last whole row."""
+    is a `UsageError`, the file cut back to its last whole row. A file made here that gets no
+    row (its header failed, or what was to measure was refused) is removed on `close`."""
 
     def __init__(self, path: Path, lock: Lock | None = None, quiet: bool = False) -> None:
         self.path = path
@@ -104,8 +107,13 @@ class ResultWriter:
             raise
         self.columns: tuple[str, ...] = header or COLUMNS
         self.dropped = tuple(c for c in COLUMNS if c not in self.columns)
+        self._made = self._lock.created and header is None
         if header is None:
-            self._put(COLUMNS)
+            try:
+                self._put(COLUMNS)
+            except BaseException:
+                self.close()
+                raise
 
     def _put(self, cells: tuple[object, ...] | list[object]) -> None:
         fd = self._lock.file.fileno()
@@ -130,6 +138,9 @@ class ResultWriter:
         self.written += 1
 
     def close(self) -> None:
+        if self._made and not self.written:  # no header-only or empty file left behind
+            with contextlib.suppress(OSError):
+                self.path.unlink()
         self._lock.close()
 
     def __enter__(self) -> ResultWriter:
