@@ -141,6 +141,19 @@ def test_the_plan_is_announced_and_a_long_grid_warned_about(tmp_path, monkeypatc
     assert (tmp_path / "s-1-of-2.csv").is_file()
 
 
+def test_the_plan_says_a_users_loss_runs_unbounded_in_process(tmp_path, registry):
+    """A user's loss that hangs would hang a sweep that measures it in its own process: the plan
+    line names it and the option that bounds it; an isolated sweep has nothing to say."""
+    user = f"{MISBEHAVING}:abort_loss"
+    result = CliRunner().invoke(app, ["sweep", *GRID, "--batch", "1", "--variant", f"dense,{user}", "--vocab", "16",
+                                      "--out", str(tmp_path / "r.csv")])
+    assert result.exit_code == 0, result.output
+    line = result.stderr.splitlines()[0]
+    assert f"· {user} run here, unbounded: --point-timeout SECONDS runs each point in a fresh process" in line
+    plain = CliRunner().invoke(app, ["sweep", *GRID, "--batch", "1", "--out", str(tmp_path / "s.csv")])
+    assert "unbounded" not in plain.stderr
+
+
 def test_estimate_counts_the_matmul_work():
     from cebench.core.config import Config
 

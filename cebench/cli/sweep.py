@@ -160,6 +160,10 @@ def _announce(s: Sweep) -> None:
     cannot = plan.in_shard - plan.skipped - len(s.points)
     parts.append(f"{len(s.points)} to measure" + (" each in a fresh process" if s.isolate else "")
                  + (f" ({cannot} of variants that cannot run here left out)" if cannot else ""))
+    users = s.unbounded()
+    if users:
+        parts.append(f"{users[0]}{' and others' * (len(users) > 1)} run here, unbounded: --point-timeout SECONDS "
+                     "runs each point in a fresh process and stops it then")
     estimate = s.estimate()
     if estimate is not None:
         speeds = ", ".join(f"{r / 1e9:,.0f} GFLOP/s in {d}" for d, r in estimate.rates.items())

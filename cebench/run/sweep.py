@@ -159,6 +159,13 @@ class Sweep:
         self.written: list[Result] = []
         self._writer: ResultWriter | None = None
 
+    def unbounded(self) -> list[str]:
+        """The users' variants whose points run in this process, where nothing bounds their time
+        (a hang hangs the sweep): none when the sweep isolates its points."""
+        if self.isolate:
+            return []
+        return variants.untrusted(dict.fromkeys(p.variant for p in self.points), self.device.name)
+
     def estimate(self) -> Estimate | None:
         """A floor on the time the points take (`Estimate`), from the rate a square matmul of
         each dtype reaches on the device now; None when a rate could not be measured."""
