@@ -325,3 +325,23 @@ def test_the_lower_bound_and_the_matmul_floor_are_drawn_as_reference_lines(singl
     old = draw(rewrite(single, tmp_path / "old.csv", lambda f: f.assign(matmul_floor_ms="")))
     assert not styled(data_axes(old["time-vs-batch"])[0], "-.") and plotting.FLOOR not in legend(old["time-vs-batch"])
     assert plotting.LOWER_BOUND in legend(old["memory-vs-time"]) and plotting.FLOOR not in legend(old["memory-vs-time"])
+
+
+@pytest.mark.parametrize(("values", "log"), [(list(range(1, 5001)), True), (list(range(1000, 5000, 3)), False)])
+def test_thousands_of_x_values_get_at_most_max_ticks_spread_over_the_range(values, log):
+    """A tick per measured value up to MAX_TICKS (thousands of labels took a minute to lay out);
+    beyond, the ends and values spread evenly between them (in log space on a log axis)."""
+    from cebench.render import plot as plotting
+
+    fig, ax = plt.subplots()
+    try:
+        plotting._x_axis(ax, "batch", [float(v) for v in values])
+        ticks = list(ax.get_xticks())
+        assert len(ticks) == plotting.MAX_TICKS and ticks[0] == values[0] and ticks[-1] == values[-1]
+        assert all(t in values for t in ticks) and (ax.get_xscale() == "log") == log
+        steps = np.diff(np.log(ticks) if log else ticks)
+        assert steps.max() < 2 * steps.min()  # spread, not crowded at one end
+        plotting._x_axis(ax, "batch", [1.0, 2.0, 4.0])
+        assert list(ax.get_xticks()) == [1.0, 2.0, 4.0]
+    finally:
+        plt.close(fig)

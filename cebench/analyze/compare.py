@@ -43,7 +43,7 @@ def share_is_noise(step: float | None, body: float | None) -> bool:
     return share is not None and not 0 <= share <= 1
 
 
-def noisy(row: pd.Series) -> bool:
+def noisy(row: pd.Series | dict[str, Any]) -> bool:
     """Whether the row's p25–p75 spread is more than `NOISY` of its median."""
     median, p25, p75 = (cell_value(row[c]) for c in ("time_ms_median", "time_ms_p25", "time_ms_p75"))
     if median is None or p25 is None or p75 is None:
@@ -62,21 +62,24 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
     1000 / tokens, in µs: a step's cost per token, which grows with N where its work is
     superlinear), and `noisy`. A row whose kernels ran under an
     interpreter (`variants.INTERPRETED`) is compared with nothing: its ratios are empty."""
+    groups: dict[tuple[object, ...], list[dict[str, Any]]] = {}  # by shape, in order of first appearance
+    for record in frame.to_dict("records"):
+        key = tuple(None if pd.isna(record[c]) else record[c] for c in SHAPE_COLUMNS)
+        groups.setdefault(key, []).append(record)
     rows = []
-    for _, group in frame.groupby(list(SHAPE_COLUMNS), sort=False, dropna=False):
-        name = variants.baseline(group["workload"].iloc[0])
-        base = group[(group["variant"] == name) & (group["status"] == Status.OK)]
-        base_mem = cell_value(base["peak_delta_bytes"].iloc[-1]) if len(base) else None
-        base_time = cell_value(base["time_ms_median"].iloc[-1]) if len(base) else None
-        base_step = cell_value(base["step_peak_bytes"].iloc[-1]) if len(base) else None
-        for _, row in group.iterrows():
+    for group in groups.values():  # plain dicts: a frame's per-group indexing costs ms a group
+        name = variants.baseline(group[0]["workload"])
+        base = next((r for r in reversed(group) if r["variant"] == name and r["status"] == Status.OK), None)
+        base_mem, base_time, base_step = (None if base is None else cell_value(base[c])
+                                          for c in ("peak_delta_bytes", "time_ms_median", "step_peak_bytes"))
+        for row in group:
             mem, time_ms = cell_value(row["peak_delta_bytes"]), cell_value(row["time_ms_median"])
             step, body = cell_value(row["step_peak_bytes"]), cell_value(row["body_peak_bytes"])
             body_ms = cell_value(row["body_time_ms"])
             note = "" if pd.isna(row.get("note", "")) else str(row.get("note", ""))
             compared = not note.startswith(variants.INTERPRETED)
             rows.append({
-                **row.to_dict(), "step_peak_bytes": step, "body_peak_bytes": body, "time_ms_median": time_ms,
+                **row, "step_peak_bytes": step, "body_peak_bytes": body, "time_ms_median": time_ms,
                 "note": note, "baseline": name, "mem_vs_base": _over(mem, base_mem) if compared else None,
                 "mem_vs_lower_bound": _over(mem, cell_value(row["lower_bound_bytes"])) if step is None else None,
                 "step_vs_base": _over(step, base_step) if compared else None,

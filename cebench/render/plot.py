@@ -54,6 +54,7 @@ X_PARAMS = X_AXES
 # figure into panels.
 PARAMS = SHAPE_COLUMNS
 MAX_PANELS = 16
+MAX_TICKS = 12  # x tick labels at most: one per measured value up to this many
 TITLE_WIDTH = 80  # characters of a figure's title line before it wraps
 REFERENCE = "fp32 logits (N × vocab × 4)"
 REFERENCE_STYLE: dict[str, Any] = dict(linestyle="--", color="0.45", linewidth=1.2)
@@ -196,7 +197,8 @@ def _title(fig: Figure, what: str, frame: pd.DataFrame, varying: list[str], x: s
 
 def _x_axis(ax: Axes, x: str, values: list[float]) -> None:
     """Log base 2 for powers of two, log 10 over a wide range, else linear; a tick at
-    every measured value. A log axis says so in its label."""
+    every measured value, or at `MAX_TICKS` of them spread over the rest (thousands of labels
+    would take a minute to lay out and could not be read). A log axis says so in its label."""
     scale = ""
     whole = all(float(v).is_integer() for v in values)
     if whole and all(v > 0 and int(v) & (int(v) - 1) == 0 for v in values) and len(values) > 1:
@@ -205,10 +207,26 @@ def _x_axis(ax: Axes, x: str, values: list[float]) -> None:
     elif len(values) > 1 and min(values) > 0 and max(values) / min(values) >= 10:
         ax.set_xscale("log")
         scale = " (log scale)"
-    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_major_locator(FixedLocator(_ticks(sorted(set(values)), log=bool(scale))))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if whole else f"{v:g}"))
     ax.set_xlabel(x + scale)
+
+
+def _ticks(ordered: list[float], log: bool) -> list[float]:
+    """`ordered` (ascending), or the `MAX_TICKS` of them nearest to points spread evenly between
+    its ends (in log space on a log axis)."""
+    if len(ordered) <= MAX_TICKS:
+        return ordered
+    ends = (math.log(ordered[0]), math.log(ordered[-1])) if log else (ordered[0], ordered[-1])
+    spread = [ends[0] + (ends[1] - ends[0]) * i / (MAX_TICKS - 1) for i in range(MAX_TICKS)]
+    targets = [math.exp(t) for t in spread] if log else spread
+    nearest = [min(ordered, key=functools.partial(_distance, t)) for t in targets]
+    return list(dict.fromkeys(nearest))
+
+
+def _distance(a: float, b: float) -> float:
+    return abs(a - b)
 
 
 def _ok_lines(rows: pd.DataFrame, x: str | None = None) -> dict[str, pd.DataFrame]:
