@@ -23,7 +23,7 @@ from typer.testing import CliRunner, Result
 
 from cebench import api
 from cebench.cli import app
-from cebench.core.errors import InputWarning
+from cebench.core.errors import InputWarning, UsageError
 from cebench.losses.variants import Variant
 from cebench.run import isolate, shard
 from cebench.run.grid import GridOptions
@@ -357,7 +357,10 @@ def test_predict_and_fit_at_absurd_sizes_warn_before_they_start(monkeypatch, tmp
                     "    return F.cross_entropy(h @ weight.T, targets)\n")
     spec = f"{loss}:ce"
     monkeypatch.setattr("cebench.analyze.predict.predict", _stop)
-    with pytest.warns(InputWarning, match=r"predict: 4,882,813 chunks of meta ops"), pytest.raises(_Stop):
+    with pytest.warns(InputWarning, match=r"predict: 488,282 chunks of meta ops"), pytest.raises(_Stop):
+        api.predict(target="cpu", variant=f"chunked,{spec}", batch=10_000, context=100_000, ce_chunk=2048)
+    with pytest.raises(UsageError, match=r"predict: 4,882,813 chunks of meta ops .* beyond the 1,000,000 cebench "
+                                         r"traces .*; fewer tokens or a larger --ce-chunk"):
         api.predict(target="cpu", variant=f"chunked,{spec}", batch=100_000, context=100_000, ce_chunk=2048)
     monkeypatch.undo()
     monkeypatch.setattr("cebench.analyze.predict.fit", _stop)

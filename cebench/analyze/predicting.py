@@ -139,22 +139,28 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     return Fitted(fits, measured, skipped, budget, alone)
 
 
-META_CHUNKS = 100_000  # chunks of meta ops beyond which a prediction earns a warning before it starts
+META_CHUNKS = 100_000  # chunks of meta ops beyond which a prediction earns a warning before it starts (~1 min)
+META_CHUNKS_LIMIT = 1_000_000  # chunks of meta ops beyond which it is refused (~10 min, GBs of trace events)
 
 
 def warn_meta_work(points: Iterable[Config], command: str) -> None:
     """An `InputWarning` before predicting `points` when their steps would run more than
-    `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk). A
-    step extrapolated along the batch (`series.period`) runs a few chunks, whatever its N."""
+    `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk), a
+    `UsageError` beyond `META_CHUNKS_LIMIT`. A step extrapolated along the batch
+    (`series.period`) runs a few chunks, whatever its N."""
     from cebench.measure import series
 
     points = [p for p in points if series.period(p) is None]
     chunks = sum(-(-p.tokens // p.ce_chunk) if p.ce_chunk else 1 for p in points)
-    if chunks > META_CHUNKS:
-        largest = max(p.tokens for p in points)
-        warnings.warn(InputWarning(f"{command}: {chunks:,} chunks of meta ops to trace (a dozen ops each; N up to "
-                                   f"{largest:,} tokens), which may take hours; fewer tokens or a larger --ce-chunk "
-                                   "take less (Ctrl-C stops it)"), stacklevel=3)
+    if chunks <= META_CHUNKS:
+        return
+    largest = max(p.tokens for p in points)
+    work = f"{command}: {chunks:,} chunks of meta ops to trace (a dozen ops each; N up to {largest:,} tokens)"
+    if chunks > META_CHUNKS_LIMIT:
+        raise UsageError(f"{work}, beyond the {META_CHUNKS_LIMIT:,} cebench traces (hours, and gigabytes of "
+                         "events); fewer tokens or a larger --ce-chunk")
+    warnings.warn(InputWarning(f"{work}, which may take minutes; fewer tokens or a larger --ce-chunk take less "
+                               "(Ctrl-C stops it)"), stacklevel=3)
 
 
 def one_value(grid: Any, command: str, lists: tuple[str, ...] = ()) -> None:
