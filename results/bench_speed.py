@@ -32,7 +32,7 @@ COMMANDS = [
      "fit --budget 1.5GiB --context 8 --vocab 512 --d-model 16 --ce-chunk 4 --target cpu --variant dense,chunked", 5),
     ("loss alone fit, the default grid",
      "fit --budget 80GiB", 5),
-    ("model fit, seven variants",
+    ("model fit, every default variant",
      "fit --model llama-3.2-1b --context 2048 --target h100-80gb", 20),
     ("model predict, every default variant",
      "predict --model llama-3.1-8b --target h100-80gb --context 2048 --batch 4", None),
