@@ -150,7 +150,7 @@ def cut_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
     filtering. Its backward needs bf16 or fp16 embeddings."""
     if h.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"cut-cross-entropy (impl='cce') needs bf16 or fp16 inputs for its backward, not "
-                         f"{h.dtype}: sweep it with --dtype bf16")
+                         f"{h.dtype}: give --dtype bf16 or fp16")
     from cut_cross_entropy import linear_cross_entropy
 
     return linear_cross_entropy(h, weight, targets, ignore_index=IGNORE_INDEX, softcap=softcap or None,
