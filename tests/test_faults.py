@@ -13,6 +13,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import warnings
 from pathlib import Path
@@ -681,3 +682,25 @@ def test_a_figure_onto_a_full_disk_is_one_line_and_no_file(tmp_path, monkeypatch
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("cebench: error: ") and line.endswith(": cannot write there (No space left on device)")
     assert list(folder.iterdir()) == []
+
+
+def test_a_build_too_large_for_the_machine_is_an_oom_row(tmp_path):
+    """The CPU allocator's failure inside a user's build (a 40 GB model on a smaller machine)
+    is the point's `oom`, as it would be in its step, not an `error` blaming the build."""
+    build = tmp_path / "huge.py"
+    build.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        FAILED = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 42949672960 bytes."
+
+
+        def build():
+            if torch.empty(0).device.type != "meta":  # as allocating 40 GB on this machine fails
+                raise RuntimeError(FAILED)
+            body = nn.Embedding(100, 8)
+            return body, body.weight
+        """))
+    (row,) = api.sweep(model=f"{build}:build", device="cpu", batch=1, context=8, variant="dense", repeats=1,
+                       out=tmp_path / "r.csv")
+    assert row.status == "oom" and "can't allocate memory" in row.error

@@ -27,6 +27,15 @@ if TYPE_CHECKING:
     import torch
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """True for out-of-memory: torch's `OutOfMemoryError`, or the CPU allocator's failure to
+    allocate."""
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
 @dataclass(frozen=True)
 class Device(ABC):
     """One kind of device. `name`: its torch device type and the CSV's `device` column.
@@ -115,12 +124,8 @@ class Device(ABC):
         gc.collect()
 
     def is_oom(self, exc: BaseException) -> bool:
-        """True for out-of-memory: torch's `OutOfMemoryError`, or the CPU allocator's
-        failure to allocate (host memory runs out under a GPU step too)."""
-        import torch
-
-        return isinstance(exc, torch.OutOfMemoryError) or (
-            isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+        """`out_of_memory(exc)` (host memory runs out under a GPU step too)."""
+        return out_of_memory(exc)
 
     def compile_unsupported_reason(self) -> str | None:
         """Why `torch.compile` cannot build code for this device here, or None."""

@@ -14,6 +14,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cebench.core.devices import out_of_memory
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import user_code
 from cebench.losses.loader import import_object, is_spec
@@ -147,6 +148,8 @@ def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> 
             with torch.device(device):
                 returned = fn()
         except Exception as exc:  # a broken user build: one line, before anything runs
+            if out_of_memory(exc):  # too large for this machine: the point's `oom` row, as its step's would be
+                raise
             raise UsageError(f"{spec}: build() raised {describe(exc, 200)}", "model") from None
     built = check(returned, spec)
     body, head = built.body, built.head
