@@ -704,3 +704,17 @@ def test_a_build_too_large_for_the_machine_is_an_oom_row(tmp_path):
     (row,) = api.sweep(model=f"{build}:build", device="cpu", batch=1, context=8, variant="dense", repeats=1,
                        out=tmp_path / "r.csv")
     assert row.status == "oom" and "can't allocate memory" in row.error
+
+
+def test_an_isolated_sweep_bounds_a_build_that_hangs_while_it_plans(tmp_path):
+    """--point-timeout reaches a user's build that the sweep resolves before any point runs
+    (it hung for ever): one line naming it, exit 2, no file."""
+    build = tmp_path / "slow.py"
+    build.write_text("import time\n\n\ndef build():\n    time.sleep(600)\n")
+    start = time.monotonic()
+    result = invoke("sweep", "--model", f"{build}:build", "--batch", "1", "--context", "8", "--point-timeout", "1",
+                    "--out", tmp_path / "r.csv")
+    assert time.monotonic() - start < 60 and result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"cebench: error: --model: {build}:build: build() was still running after 1 s "
+                                     "in cebench's process: stopped")
+    assert not (tmp_path / "r.csv").exists()

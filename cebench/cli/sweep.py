@@ -84,7 +84,8 @@ def sweep(
     point_timeout: float = typer.Option(None, "--point-timeout", metavar="SECONDS", show_default=False,
                                         help="With --isolate (which it turns on): a point still running after "
                                              "this long, process start-up included, is killed and written as "
-                                             f"a timeout row. Default: {POINT_TIMEOUT_S:g}."),
+                                             "a timeout row; a user's model build run while the sweep plans is "
+                                             f"stopped after it too. Default: {POINT_TIMEOUT_S:g}."),
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,

@@ -5,7 +5,10 @@
 
 Guards nest: the innermost names the code that exited (a model's `build()` inside a sweep's
 point), the outermost says where it ran, what it would have ended and what to do instead
-(a sweep: measure it with `--isolate`).
+(a sweep: measure it with `--isolate`). Within `time_limit(seconds)`, user code still running
+after that long is stopped the same way (a hung `build()` while an isolated sweep plans its
+points, which `--point-timeout` bounds), where a signal can reach it: the main thread of a
+POSIX process, code that returns to Python.
 """
 from __future__ import annotations
 
@@ -45,6 +48,28 @@ class _Where:
 
 
 _STACK: list[_Where] = []  # the guards entered, outermost first
+_LIMIT: list[float] = []  # the seconds `time_limit` gives user code, innermost last
+
+
+class _Late(BaseException):
+    """Raised by SIGALRM in user code that ran past its `time_limit`."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Within: each `user_code` block still running after `seconds` is stopped (None: no limit)."""
+    if seconds is None:
+        yield
+        return
+    _LIMIT.append(seconds)
+    try:
+        yield
+    finally:
+        _LIMIT.pop()
+
+
+def _late(signum: int, frame: object) -> None:
+    raise _Late
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -63,17 +88,23 @@ def user_code(name: str, param: str, *, where: str = "cebench's process", ends: 
     <ends>[; <hint>]'. Nested inside another guard, `where`, `ends` and `hint` are the
     outermost's."""
     outermost = not _STACK
+    main = threading.current_thread() is threading.main_thread()
+    limit = _LIMIT[-1] if _LIMIT and outermost and main and hasattr(signal, "setitimer") else None
     if outermost:
-        owns = (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        owns = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
         if owns:
             signal.signal(signal.SIGINT, _interrupt)
         real_exit, os._exit = os._exit, _exit  # type: ignore[assignment]
         _STACK.append(_Where(where, ends, hint, owns))
+    if limit is not None:
+        alarm = signal.signal(signal.SIGALRM, _late)
+        signal.setitimer(signal.ITIMER_REAL, limit)
     context = _STACK[0]
-    how = ""
+    how, late = "", False
     try:
         yield
+    except _Late:
+        late = True
     except SystemExit as exc:
         how = f"raised SystemExit({exc.code!r})"
     except _Exit as exc:
@@ -83,11 +114,16 @@ def user_code(name: str, param: str, *, where: str = "cebench's process", ends: 
             raise
         how = "raised KeyboardInterrupt"
     finally:
+        if limit is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, alarm)
         if outermost:
             _STACK.pop()
             os._exit = real_exit
             if context.owns_sigint:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
+    if late:
+        raise UsageError(f"{name} was still running after {limit:g} s in {context.where}: stopped", param)
     if how:
         raise UsageError(f"{name} {how} in {context.where}, which would end {context.ends}"
                          + (f"; {context.hint}" if context.hint else ""), param)

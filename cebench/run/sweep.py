@@ -18,7 +18,7 @@ from cebench.core import devices
 from cebench.core.axes import AXES
 from cebench.core.config import Config, Settings
 from cebench.core.errors import InputWarning, UsageError
-from cebench.core.guard import user_code
+from cebench.core.guard import time_limit, user_code
 from cebench.core.shard import Shard, from_env, parse
 from cebench.losses import variants
 from cebench.run import plan as plan_mod
@@ -76,7 +76,8 @@ class Sweep:
                  environ: Mapping[str, str] | None = None) -> None:
         options = options or GridOptions()
         environ = os.environ if environ is None else environ
-        options.grid("cpu")  # every grid option checked before device 'auto' imports torch to look for a GPU
+        with time_limit(point_timeout):  # a user's build the grid resolves here is bounded too
+            options.grid("cpu")  # every grid option checked before device 'auto' imports torch to look for a GPU
         if isinstance(shard, str):
             shard = parse(shard)
         elif shard is None:
