@@ -718,3 +718,22 @@ def test_an_isolated_sweep_bounds_a_build_that_hangs_while_it_plans(tmp_path):
     assert result.stderr.strip() == (f"cebench: error: --model: {build}:build: build() was still running after 1 s "
                                      "in cebench's process: stopped")
     assert not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.parametrize("command", [["predict", "--target", "cpu", "--batch", "2"],
+                                     ["fit", "--target", "cpu", "--budget", "1GiB"],
+                                     ["explain", "--target", "cpu", "--batch", "2"],
+                                     ["explain", "--device", "cpu", "--batch", "2"]], ids=lambda c: "-".join(c[:2]))
+def test_point_timeout_stops_a_users_loss_that_hangs_in_every_command(tmp_path, registry, command):
+    """predict, fit and explain run a user's loss in their own process: --point-timeout bounds
+    it (it hung for ever), one line naming it, exit 2, no figure."""
+    spec = f"{MISBEHAVING}:sleepy_loss"
+    out = ["--out", tmp_path / "f.png"] if command[0] == "explain" else []
+    result = invoke(*command, *SHAPE, "--variant", spec, "--point-timeout", "1", *out)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"cebench: error: --variant: {spec} was still running after 1 s in cebench's "
+                                     "process: stopped")
+    assert list(tmp_path.iterdir()) == []
+    bad = invoke(*command, *SHAPE, "--variant", "dense", "--point-timeout", "-1", *out)
+    assert bad.exit_code == 2 and bad.stderr.strip() == ("cebench: error: --point-timeout: -1 must be a positive "
+                                                         "number of seconds")

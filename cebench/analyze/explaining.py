@@ -11,7 +11,7 @@ from cebench.analyze.predicting import one_value
 from cebench.core.axes import BY_NAME, NO_MODEL
 from cebench.core.config import LOSS
 from cebench.core.errors import UsageError, describe
-from cebench.core.guard import user_code
+from cebench.core.guard import time_limit, user_code
 from cebench.losses import variants
 from cebench.run.grid import GridOptions
 
@@ -35,14 +35,22 @@ class Explained:
 EXPLAIN_VARIANTS = "dense,chunked"
 
 
-def explain(*, device: str | None = None, meta: bool = False, target: str | None = None, **grid: Any) -> Explained:
+def explain(*, device: str | None = None, meta: bool = False, target: str | None = None,
+            point_timeout: float | None = None, **grid: Any) -> Explained:
     """What one loss step of each point holds at its peak, allocation by allocation: on
     `device` ('auto', 'cpu', 'cuda'; default auto) from the allocator's events, or on meta
     tensors (`meta`, and always for cuda without a GPU here and for a named GPU target).
     `target` is another name for `device`. One value of each axis but ce_chunk; batch
     defaults to the largest of the device's sweep defaults, variant to dense,chunked. With a
     `model`: what its training step holds at its peak, part by part (parameters, optimizer
-    state, gradients, activations, the loss's buffers), traced on meta for the device."""
+    state, gradients, activations, the loss's buffers), traced on meta for the device. A
+    user's loss or build still running after `point_timeout` seconds is stopped (`UsageError`;
+    None: no limit)."""
+    with time_limit(point_timeout):
+        return _explain(device, meta, target, grid)
+
+
+def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str, Any]) -> Explained:
     from cebench.core import devices
 
     if device is not None and target is not None:

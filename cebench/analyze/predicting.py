@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.config import LOSS, Settings
 from cebench.core.errors import InputWarning, UsageError, describe
+from cebench.core.guard import time_limit
 from cebench.core.memory import BYTES_LIMIT
 from cebench.losses import variants
 from cebench.run.grid import GridOptions
@@ -22,12 +23,14 @@ if TYPE_CHECKING:
     from cebench.store.schema import Result
 
 
-def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any) -> list[Result]:
+def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeout: float | None = None,
+            **grid: Any) -> list[Result]:
     """Each point's peak memory on `target` ('cuda': storages charged as the caching
     allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
     cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
     with `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
-    Also appended to the CSV `out` when given."""
+    Also appended to the CSV `out` when given. A user's loss or build still running after
+    `point_timeout` seconds in one trace is stopped (`UsageError`; None: no limit)."""
     from cebench.analyze.predict import predict as predict_point
     from cebench.core import devices
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
@@ -38,7 +41,8 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, **grid: Any)
     variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
     expanded = points.expand()
     warn_meta_work(expanded, "predict")
-    rows = [predict_point(point) for point in expanded]
+    with time_limit(point_timeout):
+        rows = [predict_point(point) for point in expanded]
     if out is not None:
         with ResultWriter(Path(out)) as writer:
             for row in rows:
@@ -61,7 +65,7 @@ class Fitted:
 
 
 def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
-        **grid: Any) -> Fitted:
+        point_timeout: float | None = None, **grid: Any) -> Fitted:
     """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
     cuBLAS workspaces too) fits `budget` (bytes, or text as `--budget` takes it: '80GiB';
     default: a named GPU's memory), per loss
@@ -69,7 +73,13 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     peak of its whole training step (per value of each of its step's settings given,
     `STEP_SETTINGS`: `activation_checkpointing="none,blocks"` answers for both), and the loss
     alone's answer beside it (`alone`). With `measure`, each answer is also run once on
-    `target` (which this machine must have)."""
+    `target` (which this machine must have). A user's loss or build still running after
+    `point_timeout` seconds in one trace is stopped (`UsageError`; None: no limit)."""
+    with time_limit(point_timeout):
+        return _fit(budget, target, max_batch, measure, grid)
+
+
+def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, grid: dict[str, Any]) -> Fitted:
     from cebench.analyze.predict import fit as fit_point
     from cebench.analyze.predict import unpredictable
     from cebench.core import devices

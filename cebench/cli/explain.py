@@ -10,7 +10,17 @@ import typer
 
 from cebench.analyze.explaining import EXPLAIN_VARIANTS
 from cebench.cli.app import check_columns, command, err, out, print_table
-from cebench.cli.options import LIST, ONE_POINT, TARGETS_TEXT, Columns, DeviceAlias, MemoryUnit, Wide, with_axes
+from cebench.cli.options import (
+    LIST,
+    ONE_POINT,
+    TARGETS_TEXT,
+    Columns,
+    DeviceAlias,
+    MemoryUnit,
+    PointTimeout,
+    Wide,
+    with_axes,
+)
 from cebench.core import devices
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
 from cebench.core.errors import UsageError
@@ -84,6 +94,7 @@ def explain_command(
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
+    point_timeout: PointTimeout = None,
 ) -> None:
     """What one loss step holds at its peak, tensor by tensor, and when.
 
@@ -103,9 +114,11 @@ def explain_command(
     with err.status("explaining…"):
         if target is not None:  # --target: another name for --device (errors name the option typed)
             devices.one_name(device, target, "device", "target", "auto")
-            explained = api.explain(target=target, meta=meta, **grid_params(ctx.params))
+            explained = api.explain(target=target, meta=meta, point_timeout=point_timeout,
+                                    **grid_params(ctx.params))
         else:
-            explained = api.explain(device=device or "auto", meta=meta, **grid_params(ctx.params))
+            explained = api.explain(device=device or "auto", meta=meta, point_timeout=point_timeout,
+                                    **grid_params(ctx.params))
     done, skipped = explained.explanations, dict(explained.not_explained)
     for label, why in skipped.items():
         err.print(f"not explained: {label}: {why}", style="yellow", highlight=False)

@@ -82,6 +82,10 @@ Workload = Annotated[str | None, typer.Option(
                        "sampling call). Default: loss.")]
 Temperature = Annotated[float, typer.Option(help="Sampling temperature of the sample workload (> 0).")]
 Wide = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the terminal.")]
+PointTimeout = Annotated[float | None, typer.Option(
+    "--point-timeout", metavar="SECONDS", show_default=False,
+    help="A user's loss or model build still running after this long in one point is stopped: one line, exit 2. "
+         "Default: no limit.")]
 MemoryUnit = Annotated[str | None, typer.Option(
     "--unit", metavar="UNIT", show_default=False,
     callback=lambda value: parse_unit(value),  # parsed once for every command: its spelling, or None for auto

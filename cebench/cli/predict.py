@@ -12,6 +12,7 @@ from cebench.cli.options import (
     Columns,
     LossVariantNames,
     MemoryUnit,
+    PointTimeout,
     TargetAlias,
     Temperature,
     VariantNames,
@@ -40,6 +41,7 @@ def predict_command(
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
+    point_timeout: PointTimeout = None,
 ) -> None:
     """Predict each eager variant's peak memory at any size, without the hardware.
 
@@ -56,7 +58,7 @@ def predict_command(
     from cebench.store.frame import to_frame
 
     target = devices.one_name(target, device, "target", "device", "cuda")
-    rows = api.predict(target=target, out=out_path, **grid_params(ctx.params))
+    rows = api.predict(target=target, out=out_path, point_timeout=point_timeout, **grid_params(ctx.params))
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
     print_table(results_table(to_frame(rows), title=title, unit=unit), wide, columns)
     if out_path is not None:
@@ -80,6 +82,7 @@ def fit_command(
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
+    point_timeout: PointTimeout = None,
 ) -> None:
     """The largest batch that fits a memory budget, per variant and ce_chunk.
 
@@ -97,7 +100,7 @@ def fit_command(
     budget_bytes = None if budget is None else parse_bytes(budget, "budget")
     with out.status("searching…"):
         fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,
-                         **grid_params(ctx.params))
+                         point_timeout=point_timeout, **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
     print_table(fit_table(fitted, unit), wide, columns)

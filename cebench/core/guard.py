@@ -47,6 +47,7 @@ class _Where:
     owns_sigint: bool
 
 
+NO_LIMIT_S = 1e6  # a time limit above this many seconds (11.6 days; inf too) is no limit
 _STACK: list[_Where] = []  # the guards entered, outermost first
 _LIMIT: list[float] = []  # the seconds `time_limit` gives user code, innermost last
 
@@ -57,8 +58,12 @@ class _Late(BaseException):
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
-    """Within: each `user_code` block still running after `seconds` is stopped (None: no limit)."""
-    if seconds is None:
+    """Within: each `user_code` block still running after `seconds` is stopped (None, or above
+    `NO_LIMIT_S`: no limit). `UsageError` (param 'point_timeout', the option that gives it)
+    for a number of seconds that is not positive."""
+    if seconds is not None and not seconds > 0:  # nan too
+        raise UsageError(f"{seconds:g} must be a positive number of seconds", "point_timeout")
+    if seconds is None or seconds > NO_LIMIT_S:
         yield
         return
     _LIMIT.append(seconds)

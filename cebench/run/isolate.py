@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cebench.core.errors import UsageError, describe
+from cebench.core.guard import NO_LIMIT_S
 from cebench.store.schema import Status
 
 JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)
-NO_LIMIT_S = 1e6  # a timeout above this many seconds (11.6 days; inf too) waits without a limit
 
 
 @dataclass(frozen=True)

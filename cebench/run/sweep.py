@@ -63,7 +63,7 @@ class Sweep:
     `overwrite` replaces it instead (its rows dropped when the first point is measured);
     `resume` skips the points `out` holds as ok or oom; `isolate` measures each point in a
     fresh process (None: the device's default; a `point_timeout` in seconds turns it on;
-    above `isolate.NO_LIMIT_S`, or inf, there is no limit). Bad input is a `UsageError`
+    above `guard.NO_LIMIT_S`, or inf, there is no limit). Bad input is a `UsageError`
     naming the parameter, raised before anything is measured or written. From when it is made (an existing `out`) or
     first iterated (a new one) to its last row, it holds `out`'s `Lock`: a second process
     writing that file is refused.
@@ -83,8 +83,6 @@ class Sweep:
         elif shard is None:
             shard = from_env(environ)
         self.shard = shard if shard is None or shard.count > 1 else None  # 0/1 is the whole grid
-        if point_timeout is not None and not point_timeout > 0:
-            raise UsageError(f"{point_timeout:g} must be a positive number of seconds", "point_timeout")
         if point_timeout is not None and isolate is False:
             raise UsageError("needs --isolate (a point in the sweep's own process cannot be stopped)",
                              "point_timeout")
