@@ -152,6 +152,13 @@ def test_the_plan_says_a_users_loss_runs_unbounded_in_process(tmp_path, registry
     assert f"· {user} run here, unbounded: --point-timeout SECONDS runs each point in a fresh process" in line
     plain = CliRunner().invoke(app, ["sweep", *GRID, "--batch", "1", "--out", str(tmp_path / "s.csv")])
     assert "unbounded" not in plain.stderr
+    build = tmp_path / "model.py"  # a user's model build runs in the sweep's process too
+    build.write_text("from torch import nn\n\n\ndef build():\n    body = nn.Embedding(64, 8)\n"
+                     "    return body, body.weight\n")
+    modeled = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--model", f"{build}:build", "--batch", "1",
+                                       "--context", "8", "--variant", "dense", "--repeats", "1",
+                                       "--out", str(tmp_path / "m.csv")])
+    assert f"· {build}:build run here, unbounded: --point-timeout SECONDS" in modeled.stderr, modeled.output
 
 
 def test_estimate_counts_the_matmul_work():

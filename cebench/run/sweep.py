@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from cebench.core import devices
-from cebench.core.axes import AXES
+from cebench.core.axes import AXES, NO_MODEL
 from cebench.core.config import Config, Settings
 from cebench.core.errors import InputWarning, UsageError
 from cebench.core.guard import time_limit, user_code
 from cebench.core.shard import Shard, from_env, parse
 from cebench.losses import variants
+from cebench.models.model import resolve_model
 from cebench.run import plan as plan_mod
 from cebench.run import shard as shard_mod
 from cebench.run.grid import GridOptions
@@ -159,11 +160,13 @@ class Sweep:
         self._writer: ResultWriter | None = None
 
     def unbounded(self) -> list[str]:
-        """The users' variants whose points run in this process, where nothing bounds their time
-        (a hang hangs the sweep): none when the sweep isolates its points."""
+        """The users' variants and model builds whose points run in this process, where nothing
+        bounds their time (a hang hangs the sweep): none when the sweep isolates its points."""
         if self.isolate:
             return []
-        return variants.untrusted(dict.fromkeys(p.variant for p in self.points), self.device.name)
+        builds = [m for m in dict.fromkeys(p.model for p in self.points)
+                  if m != NO_MODEL and resolve_model(m).spec is None]
+        return variants.untrusted(dict.fromkeys(p.variant for p in self.points), self.device.name) + builds
 
     def estimate(self) -> Estimate | None:
         """A floor on the time the points take (`Estimate`), from the rate a square matmul of
