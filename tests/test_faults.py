@@ -737,3 +737,16 @@ def test_point_timeout_stops_a_users_loss_that_hangs_in_every_command(tmp_path, 
     bad = invoke(*command, *SHAPE, "--variant", "dense", "--point-timeout", "-1", *out)
     assert bad.exit_code == 2 and bad.stderr.strip() == ("cebench: error: --point-timeout: -1 must be a positive "
                                                          "number of seconds")
+
+
+@pytest.mark.parametrize("command", [["predict", "--target", "cpu", "--batch", "1"],
+                                     ["fit", "--target", "cpu", "--budget", "1GiB"],
+                                     ["explain", "--target", "cpu", "--batch", "1"]], ids=lambda c: c[0])
+def test_point_timeout_stops_a_build_that_hangs_in_every_command(tmp_path, command):
+    """The build runs when the grid resolves the model, before any trace: bounded too."""
+    build = tmp_path / "slow.py"
+    build.write_text("import time\n\n\ndef build():\n    time.sleep(600)\n")
+    result = invoke(*command, "--model", f"{build}:build", "--context", "8", "--point-timeout", "1")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"cebench: error: --model: {build}:build: build() was still running after 1 s "
+                                     "in cebench's process: stopped")

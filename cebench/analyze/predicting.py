@@ -30,18 +30,18 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
     with `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
     Also appended to the CSV `out` when given. A user's loss or build still running after
-    `point_timeout` seconds in one trace is stopped (`UsageError`; None: no limit)."""
+    `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
     from cebench.analyze.predict import predict as predict_point
     from cebench.core import devices
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
-    points = GridOptions(**grid).grid(devices.target(target, param="target").name)
-    if out is not None and check_out(Path(out)) is not None:  # a foreign or unwritable CSV is refused first
-        one_kind(read_rows(Path(out), warn=False), predictions=True)  # and one of measurements
-    variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
-    expanded = points.expand()
-    warn_meta_work(expanded, "predict")
-    with time_limit(point_timeout):
+    with time_limit(point_timeout):  # a user's build (resolved with the grid), smoke test and traces
+        points = GridOptions(**grid).grid(devices.target(target, param="target").name)
+        if out is not None and check_out(Path(out)) is not None:  # a foreign or unwritable CSV is refused first
+            one_kind(read_rows(Path(out), warn=False), predictions=True)  # and one of measurements
+        variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
+        expanded = points.expand()
+        warn_meta_work(expanded, "predict")
         rows = [predict_point(point) for point in expanded]
     if out is not None:
         with ResultWriter(Path(out)) as writer:
@@ -74,7 +74,7 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     `STEP_SETTINGS`: `activation_checkpointing="none,blocks"` answers for both), and the loss
     alone's answer beside it (`alone`). With `measure`, each answer is also run once on
     `target` (which this machine must have). A user's loss or build still running after
-    `point_timeout` seconds in one trace is stopped (`UsageError`; None: no limit)."""
+    `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
     with time_limit(point_timeout):
         return _fit(budget, target, max_batch, measure, grid)
 
