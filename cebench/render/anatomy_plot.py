@@ -17,8 +17,7 @@ from cebench.analyze.anatomy import PARTS, Anatomy  # noqa: E402
 from cebench.core import devices  # noqa: E402
 from cebench.core.axes import Checkpointing  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
-from cebench.render.plot import memory_unit  # noqa: E402
-from cebench.store.files import write_new  # noqa: E402
+from cebench.render.plot import memory_unit, write_figure  # noqa: E402
 
 COLORS = dict(zip(PARTS, ("tab:gray", "tab:purple", "tab:green", "tab:blue", "tab:red", "tab:orange", "0.8"),
                   strict=True))
@@ -56,7 +55,7 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
     fig.legend(*ax.get_legend_handles_labels(), ncols=len(PARTS), fontsize=8, loc="outside lower center",
                frameon=False)
     try:
-        write_new(path, lambda f: fig.savefig(f, dpi=120, format=path.suffix.lstrip(".") or "png"), "out")
+        write_figure(fig, path, "out", dpi=120)
     finally:
         plt.close(fig)
     return path

@@ -29,8 +29,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from cebench.analyze.explain import GRADIENT, KINDS, SAVED, TEMPORARY, Explanation, group_text, sizes_text  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
 from cebench.measure.timeline import FORWARD  # noqa: E402
-from cebench.render.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit  # noqa: E402
-from cebench.store.files import write_new  # noqa: E402
+from cebench.render.plot import BOUND_STYLE, REFERENCE, REFERENCE_STYLE, memory_unit, write_figure  # noqa: E402
 from cebench.store.schema import PREDICTED  # noqa: E402
 
 COLORS = {GRADIENT: "tab:green", SAVED: "tab:blue", TEMPORARY: "tab:orange"}
@@ -139,7 +138,7 @@ def save(explanations: Sequence[Explanation], path: Path) -> Path:
     whole or not at all (`UsageError` when it cannot be written)."""
     fig = figure(explanations)
     try:
-        write_new(path, lambda f: fig.savefig(f, dpi=150, format=path.suffix.lstrip(".") or "png"), "out")
+        write_figure(fig, path, "out")
     finally:
         plt.close(fig)
     return path

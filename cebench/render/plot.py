@@ -229,6 +229,12 @@ def _distance(a: float, b: float) -> float:
     return abs(a - b)
 
 
+def write_figure(fig: Figure, path: Path, param: str, dpi: int = 150) -> None:
+    """Save `fig` to `path` in the format its suffix names (.png, .svg, .pdf), whole or not at
+    all (`files.write_new`: `UsageError` naming `param` when it cannot be written)."""
+    write_new(path, functools.partial(fig.savefig, dpi=dpi, format=path.suffix.lstrip(".") or "png"), param)
+
+
 def _ok_lines(rows: pd.DataFrame, x: str | None = None) -> dict[str, pd.DataFrame]:
     """The `ok` rows of one panel by line, in order of first appearance (sorted by `x`)."""
     ok = rows[rows["status"] == Status.OK]
@@ -588,7 +594,7 @@ def plot(frame: pd.DataFrame, out_dir: Path, x: str | None = None, svg: bool = F
         for ext in ("png", "svg") if svg else ("png",):
             for name, fig in drawn.items():
                 path = out_dir / f"{name}.{ext}"
-                write_new(path, functools.partial(fig.savefig, dpi=150, format=ext), "out_dir")
+                write_figure(fig, path, "out_dir")
                 paths.append(path)
     finally:
         for fig in drawn.values():
