@@ -18,7 +18,7 @@ import matplotlib.pyplot  # noqa: F401  (imported here so that its objects are f
 import pandas as pd
 import pytest
 import torch  # noqa: F401  (as matplotlib)
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from cebench.cli import app
 from cebench.core import interpreter
@@ -52,6 +52,24 @@ def matmul_rate_once():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(plan, "matmul_rate", functools.cache(plan.matmul_rate))
         yield
+
+
+@pytest.fixture
+def at_width(monkeypatch, tmp_path) -> Callable[[list[str], int], Result]:
+    """`cebench ARGV` in this process as a reader's terminal of `width` columns shows it, run
+    from a scratch folder (where a sweep's CSV and explain's figure go): its click `Result`,
+    its exit code 0 or 1 (check and verify exit 1 on a finding)."""
+    from cebench.cli.app import out
+
+    monkeypatch.chdir(tmp_path)
+
+    def run(argv: list[str], width: int) -> Result:
+        monkeypatch.setattr(out, "width", width)
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code in (0, 1), result.output
+        return result
+
+    return run
 
 
 def cli(argv: list[str]) -> tuple[int, str, str]:

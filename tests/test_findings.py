@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "results"))
@@ -58,11 +57,6 @@ def test_a_figure_wrapped_at_80_columns_still_counts():
 @pytest.mark.parametrize("row", [pytest.param(r, marks=[pytest.mark.slow] if "--model" in r.command else [])
                                  for r in ROWS if r.command in findings.IN_SUITE],
                          ids=lambda r: shlex.split(r.command)[1])
-def test_a_row_prints_what_it_quotes(row, monkeypatch, tmp_path):
-    from cebench.cli.app import app, out
-
-    monkeypatch.chdir(tmp_path)  # where explain writes its figure
-    monkeypatch.setattr(out, "width", findings.WIDTH)
-    result = CliRunner().invoke(app, shlex.split(row.command)[1:])
-    assert result.exit_code in (0, 1), result.output  # verify exits 1: the finding
+def test_a_row_prints_what_it_quotes(row, at_width):
+    result = at_width(shlex.split(row.command)[1:], findings.WIDTH)  # verify exits 1: the finding
     assert findings.missing(row, result.output) == [], result.output
