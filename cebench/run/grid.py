@@ -105,10 +105,11 @@ class Grid:
 
 def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str]) -> None:
     """Check the grid's parsed `values` (`given`: the options' texts) against the rules each
-    axis declares (`Axis.requires`, `model_sets`, `without_model`, `Role.STEP`), and fill in
-    what a model decides: with a model, each model resolved (`UsageError` for a bad one),
-    vocab and d_model its own, so is its softcap unless given, the loss workload alone; an axis whose `requires` is off
-    everywhere takes its own `off` value (a value given for it is a `UsageError`)."""
+    axis declares (`Axis.requires`, `model_sets`, `model_default`, `without_model`,
+    `Role.STEP`), and fill in what a model decides: with a model, each model resolved
+    (`UsageError` for a bad one), vocab and d_model its own, its softcap too unless given, the
+    loss workload alone; an axis whose `requires` is off everywhere takes its own `off` value
+    (a value given for it is a `UsageError`)."""
     for axis in AXES:
         if axis.requires is not None:
             needed = BY_NAME[axis.requires[0]]
