@@ -413,6 +413,14 @@ AXES: tuple[Axis, ...] = (
          one="Activation checkpointing: none or blocks (with --model).",
          doc="`none` or `blocks` (each block of the model under `torch.utils.checkpoint`, non-reentrant)", added=6,
          label="checkpointing {}", short="ac {}", requires=_MODEL_STEP),
+    Axis(name="fsdp", type=int, role=Role.MODEL, parse=parse_ints, defaults={"*": "1"}, off=1, metavar="RANKS",
+         help="Ranks the model's step is sharded over with FSDP2 (fully_shard on each block, then on the root; the "
+              "optimizer on the shards), comma-separated; memory is per rank; 1: one process, unsharded; with "
+              "--model.",
+         one="Ranks the model's step is sharded over with FSDP2 (1: unsharded); memory is per rank (with --model).",
+         doc="ranks the `model`'s step was sharded over with FSDP2 (`fully_shard` on each block, then on the root; "
+             "the optimizer on the shards); the memory columns are one rank's, the largest; 1: one process, "
+             "unsharded", added=7, unit="ranks", label="FSDP ×{}", short="fsdp {}", requires=_MODEL_STEP),
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 MODEL_AXES: tuple[str, ...] = tuple(a.name for a in AXES if a.role is Role.MODEL)  # a point with a model only

@@ -101,6 +101,7 @@ if TYPE_CHECKING:
         model: str = 'none'
         optimizer: Optimizer = Optimizer.NONE
         activation_checkpointing: Checkpointing = Checkpointing.NONE
+        fsdp: int = 1
     # </generated>
 else:
     _Fields = make_dataclass("_Fields", [(n, object) if d is generated.REQUIRED else (n, object, field(default=d))

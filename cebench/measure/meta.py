@@ -28,7 +28,7 @@ from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure import compiled_helpers, data_reads, triton_launches
+from cebench.measure import compiled_helpers, data_reads, sharded, triton_launches
 from cebench.measure.device_view import seen_as
 from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
@@ -37,6 +37,7 @@ from cebench.models.model import Model, resolve_model
 from cebench.store.schema import PREDICTED
 
 if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
     from torch.utils.flop_counter import FlopCounterMode
     from torch.utils.module_tracker import ModuleTracker
 
@@ -69,20 +70,34 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     are answered (`cebench.measure.data_reads`); so does the untracked step before it
     (`grads` keep). `layers`: a preset's or config.json's model built with that
     many blocks instead of its own (`cebench.measure.series` extrapolates along them)."""
+    with _world(config) as mesh:
+        return _trace(config, tracker_type, counter, layers, mesh)
+
+
+def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCounterMode | None, layers: int | None,
+           mesh: DeviceMesh | None) -> tuple[StorageTracker, int, int | None]:
+    """`trace`, the model sharded over `mesh` when given (in `sharded.fake_world`)."""
     target = devices.get(config.device)
-    steady = _steady(config, layers)
-    on = _on(config)
+    steady = _steady(config, layers, mesh)
+    on = _on(config, mesh is not None)
     answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
     answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX)
     with user_code(config.variant, "variant"), _peers_run(config, answers):
         steady.warm()
     before: Sequence[torch.Tensor] = steady.tensors()
     training = steady.training
-    state = None if training is None else training.state_bytes(target.block_bytes, lambda t: t.device.type in on)
-    before = [t for t in before if t.device.type in on]
+    host = _host_state(training, target.host_tensors_count)
+
+    def held(t: torch.Tensor) -> bool:  # in the target's memory
+        return t.device.type in on and id(t) not in host
+
+    state = None if training is None else training.state_bytes(target.block_bytes, held)
+    before = [t for t in before if held(t)]
     tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
-    if not _reads_data(config):  # an op's outputs on meta are remembered: the ops below the tracker are known
+    if mesh is None and not _reads_data(config):  # an op's outputs on meta are remembered: the ops below are known
         tracker.cache = OpCache()
+    if mesh is not None and target.kind == "cpu":  # measured with gloo, which holds buffers inside collectives
+        tracker.temporaries = sharded.gloo_temporaries
     variant = variants.REGISTRY.get(config.variant)  # None: a body step's stand-in loss
     tracker.flops = None if variant is not None and variant.kernel_matmuls else counter  # a kernel's are unseen
     step = steady.make(tracker.wrap(steady.fn))
@@ -90,7 +105,8 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
     # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
     # the answers to data reads, which its ops reach.
-    with user_code(config.variant, "variant"), rng, _peers_run(config, answers) as skipped, tracker, \
+    resized = sharded.resizes(tracker.track) if mesh is not None else contextlib.nullcontext()
+    with user_code(config.variant, "variant"), rng, _peers_run(config, answers) as skipped, tracker, resized, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
@@ -123,15 +139,25 @@ class _Steady:
     training: training_mod.Training | None
 
 
-def _steady(config: Config, layers: int | None = None) -> _Steady:
+def _steady(config: Config, layers: int | None = None, mesh: DeviceMesh | None = None) -> _Steady:
     """`config`'s step on `meta` in steady state: with `grads` keep, `warm` runs one untracked
     step first; a model's optimizer state is as `_model` gives it, with `layers` blocks
-    (None: its own)."""
+    (None: its own). A model sharded over `mesh` (fake tensors in `sharded.fake_world`) is
+    built for this step alone, and `warm` runs its first step (FSDP's lazy setup, the
+    optimizer's state)."""
     if config.has_model:
         fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
-        model = _model(with_layers(resolve_model(config.model), layers), config.dtype, devices.get(config.device).kind,
-                       config.optimizer, config.activation_checkpointing)
-        training = training_mod.make(config, device="meta", model=model)
+        model = with_layers(resolve_model(config.model), layers)
+        kind = devices.get(config.device).kind
+        if mesh is not None:
+            built = training_mod.make_model(model, torch.device("cpu"), torch_dtype(config.dtype), config.optimizer,
+                                            config.activation_checkpointing, kind, mesh, stand_in=True)
+            training = training_mod.make(config, device="cpu", model=built)
+            first = training_mod.make_step(fn, training, config)
+            return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
+                           first.run, training.tensors, training)
+        training = training_mod.make(config, device="meta", model=_model(model, config.dtype, kind, config.optimizer,
+                                                                         config.activation_checkpointing))
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
         return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
                        lambda: None, training.tensors, training)
@@ -178,10 +204,33 @@ def _reads_data(config: Config) -> bool:
     return variant is not None and variant.triton_kernels
 
 
-def _on(config: Config) -> frozenset[str]:
+def _on(config: Config, fake: bool = False) -> frozenset[str]:
     """The kinds of device whose tensors a step on meta for `config`'s target counts: meta
-    (standing in for the target), and the host's own where the target is the host."""
-    return frozenset({"meta", "cpu"}) if devices.get(config.device).host_tensors_count else frozenset({"meta"})
+    (standing in for the target), and the host's own where the target is the host; `fake`:
+    a step on fake CPU tensors (`sharded.fake_world`), which stand in for the target."""
+    if fake or devices.get(config.device).host_tensors_count:
+        return frozenset({"meta", "cpu"})
+    return frozenset({"meta"})
+
+
+def _host_state(training: training_mod.Training | None, host_counts: bool) -> set[int]:
+    """The ids of the optimizer state a GPU keeps on the host (AdamW's step counts), where
+    the target's memory does not hold them (`host_counts` False) and a step on fake CPU
+    tensors cannot tell them by their device."""
+    if training is None or host_counts or training.optimizer is None or not training.sharded:
+        return set()
+    return {id(t) for s in training.optimizer.state.values() for k, t in s.items() if k == "step"}
+
+
+@contextlib.contextmanager
+def _world(config: Config) -> Iterator[DeviceMesh | None]:
+    """The mesh a step of `config` is sharded over: rank 0 of a fake world of `config.fsdp`
+    ranks (`sharded.fake_world`), or None for an unsharded step."""
+    if config.fsdp == 1 or not config.has_model:
+        yield None
+        return
+    with sharded.fake_world(config.fsdp) as mesh:
+        yield mesh
 
 
 def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

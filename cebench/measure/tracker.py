@@ -31,8 +31,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
+from cebench.models.fsdp import local
 from cebench.measure.op_cache import OpCache
 from cebench.measure.patched import patched
+from cebench.measure.sharded import WRITES_INTO
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,
@@ -79,6 +81,8 @@ class StorageTracker(TorchDispatchMode):
         self.said = ""  # the distinct warnings the traced step raised (`meta.trace`)
         self.cache: OpCache | None = None  # answers ops on meta seen before (`meta.trace` sets it)
         self.flops: FlopCounterMode | None = None  # counts the FLOPs of every ATen op it sees (`meta.trace` sets it)
+        # the bytes of the buffers a collective holds inside itself (`sharded.gloo_temporaries`; None: none)
+        self.temporaries: Callable[[torch._ops.OpOverload, tuple], list[int]] | None = None
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -98,8 +102,8 @@ class StorageTracker(TorchDispatchMode):
         return fn
 
     def track(self, tensor: torch.Tensor) -> None:
-        """Count `tensor`'s storage (once; again if it was resized)."""
-        storage = tensor.untyped_storage()
+        """Count `tensor`'s storage (once; again if it was resized); a DTensor's local shard's."""
+        storage = local(tensor).untyped_storage()
         key = storage._cdata  # the StorageImpl's address: the same for every view
         if key in self._ignored or (self._types is not None and storage.device.type not in self._types):
             return
@@ -116,8 +120,10 @@ class StorageTracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kernel = None
-        if func.namespace not in ("aten", "prims", "profiler"):  # profiler: record_function marks (optimizers)
-            kernel = python_kernel(func, _device_type(args))
+        if self.temporaries is not None:
+            self._hold(self.temporaries(func, args), _device_type(args))
+        if func.namespace not in ("aten", "prims", "profiler") and func._schema.name not in WRITES_INTO:
+            kernel = python_kernel(func, _device_type(args))  # profiler: record_function marks (optimizers)
             (self.opaque if kernel is None else self.transparent).add(str(func))
         elif func._schema.name.removeprefix("aten::") in BLAS_OPS:
             self.blas.add(FORWARD if torch._C._current_autograd_node() is None else BACKWARD)
@@ -135,6 +141,14 @@ class StorageTracker(TorchDispatchMode):
             if isinstance(value, torch.Tensor):
                 self.track(value)
         return out
+
+
+    def _hold(self, sizes: list[int], device: str | None) -> None:
+        """Count buffers of `sizes` bytes held at once for a moment (inside an op)."""
+        held = [torch.empty(n, dtype=torch.uint8, device=device) for n in sizes]
+        for buffer in held:
+            self.track(buffer)
+        del held
 
 
 def charge(granularity: int | Callable[[int], int]) -> Callable[[int], int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +22,12 @@ from cebench.core.config import Config
 from cebench.core.memory import storage_bytes
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
+from cebench.models import fsdp
 from cebench.models.contract import Built
 from cebench.models.model import Model, resolve_model
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 BODY = "(body)"  # the variant name of a body step's point (`body_config`)
 
@@ -49,18 +53,25 @@ class Training:
         """The optimizer's state tensors (AdamW: exp_avg, exp_avg_sq and a step count each)."""
         return optimizer_state(self.optimizer)
 
+    @property
+    def sharded(self) -> bool:
+        """Whether the model's step is sharded with FSDP (`fsdp.shard`)."""
+        return isinstance(self.built.body, fsdp.Root)
+
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The tensors a step starts with: parameters, buffers, optimizer state, ids,
-        targets, upstream gradient."""
+        targets, upstream gradient (a sharded one: what this rank holds of it)."""
         extra = (self.upstream,) if self.upstream is not None else ()
-        return (*self.params, *self.built.body.buffers(), *self.state(), self.ids, self.targets, *extra)
+        return tuple(fsdp.local(t) for t in (*self.params, *self.built.body.buffers(), *self.state(), self.ids,
+                                             self.targets, *extra))
 
     def state_bytes(self, block: Callable[[int], int], on: Callable[[torch.Tensor], bool]) -> int:
         """Bytes of parameters + their gradients + optimizer state, each storage charged
         `block(nbytes)`, counting the tensors `on` the device's memory (AdamW keeps its step
         counts on the host)."""
-        grads = sum(block(p.untyped_storage().nbytes()) for p in self.params if p.requires_grad)
-        return storage_bytes([t for t in (*self.params, *self.state()) if on(t)], block) + grads
+        params = [fsdp.local(p) for p in self.params]
+        grads = sum(block(p.untyped_storage().nbytes()) for p in params if p.requires_grad)
+        return storage_bytes([t for t in (*params, *map(fsdp.local, self.state())) if on(t)], block) + grads
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -97,15 +108,15 @@ def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_ch
 
 
 def make(config: Config, device: str | torch.device | None = None,
-         model: tuple[Built, torch.optim.Optimizer | None] | None = None) -> Training:
+         model: tuple[Built, torch.optim.Optimizer | None] | None = None, mesh: DeviceMesh | None = None) -> Training:
     """The training state of `config` (its `model`, `optimizer`, `activation_checkpointing`,
     dtype and shape) on `device` (default the config's; `meta` stands in for the config's
     device), parameters drawn with a fixed seed; `model`: its body, head and optimizer as
     `make_model` made them (for the same model, dtype, optimizer and checkpointing), which a
-    step of any shape can share."""
+    step of any shape can share; else made here, sharded over `mesh` when given."""
     device = torch.device(device if device is not None else config.device)
     built, optimizer = model or make_model(resolve_model(config.model), device, config.torch_dtype, config.optimizer,
-                                           config.activation_checkpointing, devices.get(config.device).kind)
+                                           config.activation_checkpointing, devices.get(config.device).kind, mesh)
     gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
     shape = (config.batch, config.context)
     ids = (torch.empty(shape, dtype=torch.long, device=device) if device.type == "meta"
@@ -114,18 +125,24 @@ def make(config: Config, device: str | torch.device | None = None,
 
 
 def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer_name: Optimizer,
-               checkpointing: Checkpointing, kind: str) -> tuple[Built, torch.optim.Optimizer | None]:
+               checkpointing: Checkpointing, kind: str, mesh: DeviceMesh | None = None,
+               stand_in: bool = False) -> tuple[Built, torch.optim.Optimizer | None]:
     """`model` built on `device` in `dtype` (parameters drawn with a fixed seed), its blocks
-    checkpointed as `checkpointing` says, and its optimizer `optimizer_name`. On `meta` it
-    stands in for a device of `kind` ('cpu', 'cuda'): its attention kernel and optimizer
-    implementation (torch's for-each kernels where that kind of device has them) are that
-    kind's, and the optimizer has the state one step gives it."""
+    checkpointed as `checkpointing` says, sharded with FSDP over `mesh` when given
+    (`fsdp.shard`), and its optimizer `optimizer_name` over its (sharded) parameters. On
+    `meta`, or with `stand_in` (fake tensors), it stands in for a device of `kind` ('cpu',
+    'cuda'): its attention kernel and optimizer implementation (torch's for-each kernels
+    where that kind of device has them) are that kind's; on `meta` the optimizer has the
+    state one step gives it."""
     meta = device.type == "meta"
+    stand_in = stand_in or meta
     torch.manual_seed(SEED)
     blocks = checkpointing == Checkpointing.BLOCKS
-    built = model.build(device, dtype, checkpointing=blocks, attention=kind if meta else None)
+    built = model.build(device, dtype, checkpointing=blocks, attention=kind if stand_in else None)
+    if mesh is not None:
+        built = fsdp.shard(built, mesh)
     params = built.params
-    optimizer = _optimizer(optimizer_name, params, kind if meta else None)
+    optimizer = _optimizer(optimizer_name, params, kind if stand_in else None)
     if meta and optimizer is not None:  # its state, as after a first step (nothing is computed on meta)
         for p in params:
             p.grad = torch.empty_like(p)
@@ -155,9 +172,14 @@ def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Confi
     features, retain = config.features, config.retain_graph == YesNo.YES
     optimizer = training.optimizer
 
+    def loss(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return fn(h, weight, training.targets, config.ce_chunk, **features)
+
     def forward() -> torch.Tensor:
+        if training.sharded:  # the loss runs inside the root's forward, on the head FSDP gathered
+            return body(training.ids, loss)
         h = body(training.ids)
-        return fn(h.reshape(-1, h.shape[-1]), head, training.targets, config.ce_chunk, **features)
+        return loss(h.reshape(-1, h.shape[-1]), head)
 
     def finish(loss: torch.Tensor) -> None:
         loss.backward(training.upstream, retain_graph=retain)

@@ -281,6 +281,7 @@ if TYPE_CHECKING:
         step_peak_bytes: int | None = None
         body_peak_bytes: int | None = None
         body_time_ms: float | None = None
+        fsdp: int | None
     # </generated>
 else:
     _Columns = dataclasses.make_dataclass(

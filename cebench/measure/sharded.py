@@ -1,0 +1,96 @@
+"""What a storage tracker must know to follow an FSDP2 step, and the fake world it is
+predicted in.
+
+A rank's step is predicted in one process through FSDP2's own code: a fake process group
+of the world's size (torch's `fake` backend: collectives do nothing), a CPU device mesh made
+before fake mode, and `FakeTensorMode` (FSDP2 refuses parameters on `meta`), whose CPU
+tensors stand in for the target's memory as `meta` tensors do in an unsharded step. The
+rank predicted is rank 0, which holds the most rows of every unevenly divided parameter.
+
+What the tracker adds (`StorageTracker` applies it):
+- a `DTensor` counts as its local shard (`cebench.models.fsdp.local`);
+- FSDP2 resizes the storages of the unsharded parameters with `UntypedStorage.resize_`
+  (`alloc_storage`, `free_storage`), which never reaches the dispatcher: `resizes` reports
+  them;
+- FSDP2's own ops and c10d's collectives write into outputs they are given (`WRITES_INTO`):
+  they allocate nothing unseen;
+- measured on CPU, ProcessGroupGloo allocates temporaries inside two collectives
+  (`gloo_temporaries`); NCCL's buffers are outside a GPU's caching allocator.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import torch
+
+from cebench.measure.patched import patched
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+# Ops that write into the outputs they are given and allocate nothing else (FSDP2's are defined with
+# torch.library.Library, so the tracker would otherwise call them opaque).
+WRITES_INTO = frozenset({
+    "fsdp::all_gather_copy_in", "fsdp::split_with_sizes_copy", "fsdp::chunk_cat",
+    "c10d::_allgather_base_", "c10d::_reduce_scatter_base_", "c10d::allgather_into_tensor_coalesced_",
+    "c10d::reduce_scatter_tensor_coalesced_", "c10d::allreduce_", "c10d::broadcast_", "c10d::barrier",
+    "prim::device",  # a tensor's device: no tensor out
+})
+
+
+def gloo_temporaries(func: torch._ops.OpOverload, args: tuple) -> list[int]:
+    """The bytes of each buffer ProcessGroupGloo holds inside collective `func` on CPU, all at
+    once at its highest, all freed before it returns (read from the profiler's events of a
+    two-rank step): an all-gather, one buffer of its output's size; a reduce-scatter, a
+    clone of its input, and while it averages a double scalar and its cast to the input's
+    dtype. Other ops: none."""
+    name = func._schema.name
+    if name == "c10d::_allgather_base_":
+        return [args[0].untyped_storage().nbytes()]
+    if name == "c10d::_reduce_scatter_base_":
+        return [args[1].untyped_storage().nbytes(), 8, args[1].element_size()]
+    return []
+
+
+@contextlib.contextmanager
+def resizes(track: Callable[[torch.Tensor], None]) -> Iterator[None]:
+    """Report each storage FSDP2 resizes (its unsharded parameters', gathered and freed) to
+    `track`. FSDP2's functions are private: `_fsdp_param`'s and the name `_fsdp_param_group`
+    imported from it."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
+
+    alloc, free = _fsdp_param.alloc_storage, _fsdp_param.free_storage
+
+    def allocated(tensor: torch.Tensor) -> None:
+        alloc(tensor)
+        track(tensor)
+
+    def freed(tensor: torch.Tensor) -> None:
+        free(tensor)
+        track(tensor)
+
+    with patched(_fsdp_param, {"alloc_storage": allocated, "free_storage": freed}), \
+            patched(_fsdp_param_group, {"alloc_storage": allocated}):
+        yield
+
+
+@contextlib.contextmanager
+def fake_world(world: int, rank: int = 0) -> Iterator[DeviceMesh]:
+    """Rank `rank` of a fake process group of `world` ranks in this process, under
+    `FakeTensorMode`: yields the CPU device mesh to shard over. Not inside a process group
+    of its own (`UsageError` from the caller's check): a measured rank predicts nothing."""
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if dist.is_initialized():
+        raise RuntimeError("a sharded step is predicted in a process outside any process group")
+    dist.init_process_group("fake", rank=rank, world_size=world)
+    try:
+        mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            yield mesh
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,73 @@
+"""A model's step sharded with FSDP2, as torchtitan and torchtune wrap a decoder:
+`fully_shard` on each block (every child of an `nn.ModuleList` in the body), then on a root
+that holds the body and the head weight and runs the loss inside its own forward, so that
+the head weight is gathered only while the step needs it. The optimizer is then made over
+the root's (sharded) parameters.
+
+The process group is the caller's: real ranks when measured (`cebench.run.ranks`), a fake
+group in one process when predicted (`cebench.measure.sharded`). A sharded parameter is a
+`DTensor`; what a rank holds of it is its local tensor (`local`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from cebench.models.contract import Built
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (h flattened, head weight) → loss
+
+
+class Root(nn.Module):
+    """The root FSDP unit: the body, and the head weight as a parameter of the body (tied)
+    or of its own. `forward(ids, loss)` returns `loss(h flattened, head)`: the head is read
+    when the forward runs, when FSDP has gathered it."""
+
+    def __init__(self, built: Built) -> None:
+        super().__init__()
+        self.body = built.body
+        tied = next((name for name, p in built.body.named_parameters() if p is built.head), None)
+        if tied is None:
+            self.lm_head = built.head if isinstance(built.head, nn.Parameter) else nn.Parameter(built.head)
+            self._head = "lm_head"
+        else:
+            self._head = f"body.{tied}"
+
+    @property
+    def head(self) -> torch.Tensor:
+        return self.get_parameter(self._head)
+
+    def forward(self, ids: torch.Tensor, loss: Loss) -> torch.Tensor:
+        h = self.body(ids)
+        return loss(h.reshape(-1, h.shape[-1]), self.head)
+
+
+def blocks(body: nn.Module) -> Iterator[nn.Module]:
+    """The modules FSDP wraps one by one: each child of every `nn.ModuleList` in `body`."""
+    for module in body.modules():
+        if isinstance(module, nn.ModuleList):
+            yield from module
+
+
+def shard(built: Built, mesh: DeviceMesh) -> Built:
+    """`built` under FSDP2 over `mesh`: each block, then the `Root` (default settings:
+    blocks reshard after forward, the root does not; one block prefetched). Its body is the
+    root, its head the root's sharded head parameter."""
+    from torch.distributed.fsdp import fully_shard
+
+    root = Root(built)
+    for block in blocks(root.body):
+        fully_shard(block, mesh=mesh)
+    fully_shard(root, mesh=mesh)
+    return Built(root, root.head)
+
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """What this rank holds of `tensor`: a DTensor's local shard, any other tensor itself."""
+    return getattr(tensor, "_local_tensor", tensor)
