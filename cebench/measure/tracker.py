@@ -31,7 +31,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
-from cebench.models.fsdp import local
 from cebench.measure.op_cache import OpCache
 from cebench.measure.patched import patched
 from cebench.measure.sharded import WRITES_INTO
@@ -47,6 +46,7 @@ from cebench.measure.timeline import (
     marking,
     op_name,
 )
+from cebench.models.fsdp import local
 
 if TYPE_CHECKING:  # its module imports triton (`meta.flop_counter` chooses the interpreter first)
     from torch.utils.flop_counter import FlopCounterMode
