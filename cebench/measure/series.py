@@ -18,14 +18,14 @@ The allocator's rounding (`Device.block_bytes`) is applied to each event's bytes
 batch asked for, never extrapolated.
 
 A model's blocks are a loop too: a preset's or config.json's model (`layers`) is traced with
-`LAYERS`, `LAYERS + 1` and `LAYERS + 2` blocks (the first and last block differ from those
-between), aligned the same way with each event's bytes part of its signature (they do not
-change with the blocks; an optimizer's per-parameter loop repeats its ops every parameter
-but its bytes every block), and the storages the step starts with grow by one block's
-parameters and state per step. Every variant's step qualifies: the loss runs once, after
-the blocks. Both axes combine: each of a batch series' three samples is written out
-(`Series.sample`) from its own series along the blocks, so a deep model at a huge batch
-costs nine traces of a few blocks and a few chunks.
+`LAYERS`, `LAYERS + 1` and `LAYERS + 2` blocks (a sharded one's from `SHARDED_LAYERS`: the
+first and last block differ from those between), aligned the same way with each event's
+bytes part of its signature (they do not change with the blocks; an optimizer's per-
+parameter loop repeats its ops every parameter but its bytes every block), and the storages
+the step starts with grow by one block's parameters and state per step. Every variant's step
+qualifies: the loss runs once, after the blocks. Both axes combine: each of a batch series'
+three samples is written out (`Series.sample`) from its own series along the blocks, so a
+deep model at a huge batch costs nine traces of a few blocks and a few chunks.
 
 When any check fails the step is traced whole (`predicted` falls back); tests compare both
 on shapes where both run.
@@ -55,6 +55,9 @@ Signature = tuple[str, object]  # (ALLOC or FREE, the op that made the storage)
 SAMPLES = 4  # periods in the smallest traced batch: each loop has run a regular iteration between its first and last
 WORTH = 8  # periods beyond the smallest sample from which extrapolating is cheaper than one whole trace
 LAYERS = 2  # blocks in the smallest sample along a model's blocks: the first and the last block differ from the rest
+# ... and along a sharded model's: a block's backward frees the previous block's reduce-scatter input and prefetches
+# the next block, so an inserted block needs one like it before it, which the first is not
+SHARDED_LAYERS = 3
 WORTH_LAYERS = 3  # blocks beyond the samples from which extrapolating along them is cheaper than a whole trace
 WRITTEN_OUT = 1024  # blocks beyond which a step is not written out as a batch series' sample (real models: ≤ 128)
 
@@ -190,6 +193,8 @@ class Series:
         position = 0
         for at, start, length in [*inserted, (len(sig0), len(sig1), 0)]:
             for i in range(position, at):  # template events before this run
+                if at2 == len(sig2):
+                    raise NotRepeating("the third trace ends before the pattern does")
                 v0, v1, v2 = s0.events[i][1], s1.events[i + j1][1], s2.events[at2][1]
                 if sig2[at2] != sig0[i] or v2 - v1 != v1 - v0:
                     raise NotRepeating(f"event {i} is not affine along the axis")
@@ -364,7 +369,12 @@ def layers(config: Config) -> int | None:
     if not config.has_model:
         return None
     spec = resolve_model(config.model).spec
-    return spec.n_layers if spec is not None and spec.n_layers >= LAYERS + 2 + WORTH_LAYERS else None
+    return spec.n_layers if spec is not None and spec.n_layers >= _first_layers(config) + 2 + WORTH_LAYERS else None
+
+
+def _first_layers(config: Config) -> int:
+    """Blocks in the smallest sample along `config`'s model's blocks."""
+    return SHARDED_LAYERS if config.fsdp > 1 else LAYERS
 
 
 def series(config: Config, flops: bool = True) -> Series | None:
@@ -396,8 +406,9 @@ def _batch_series(config: Config, step: int, flops: bool) -> Series | None:
 @functools.lru_cache(maxsize=64)
 def _layer_series(config: Config, flops: bool) -> Series | None:
     try:
-        pairs = [_traced(config, flops, LAYERS + k) for k in range(3)]
-        return Series([sample for sample, _ in pairs], pairs[0][1], config.device, LAYERS, 1, same_bytes=True)
+        first = _first_layers(config)
+        pairs = [_traced(config, flops, first + k) for k in range(3)]
+        return Series([sample for sample, _ in pairs], pairs[0][1], config.device, first, 1, same_bytes=True)
     except NotRepeating:
         return None
 

@@ -20,6 +20,8 @@ What the tracker adds (`StorageTracker` applies it):
 from __future__ import annotations
 
 import contextlib
+import gc
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -79,18 +81,26 @@ def resizes(track: Callable[[torch.Tensor], None]) -> Iterator[None]:
 @contextlib.contextmanager
 def fake_world(world: int, rank: int = 0) -> Iterator[DeviceMesh]:
     """Rank `rank` of a fake process group of `world` ranks in this process, under
-    `FakeTensorMode`: yields the CPU device mesh to shard over. Not inside a process group
-    of its own (`UsageError` from the caller's check): a measured rank predicts nothing."""
+    `FakeTensorMode`: yields the CPU device mesh to shard over. The cyclic garbage collector
+    waits meanwhile, so that its timing cannot reorder the frees of two traces that a
+    `cebench.measure.series` aligns (no peak was seen to change). `RuntimeError` inside a
+    process group: a measured rank predicts nothing."""
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.device_mesh import init_device_mesh
 
     if dist.is_initialized():
         raise RuntimeError("a sharded step is predicted in a process outside any process group")
+    hook = sys.excepthook  # each process group's start prefixes tracebacks with its rank, for good
     dist.init_process_group("fake", rank=rank, world_size=world)
+    collecting = gc.isenabled()
+    gc.disable()  # FSDP's steps leave garbage in cycles: collected at times that reorder the trace's frees
     try:
         mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
         with FakeTensorMode(allow_non_fake_inputs=True):
             yield mesh
     finally:
         dist.destroy_process_group()
+        sys.excepthook = hook
+        if collecting:
+            gc.enable()
