@@ -11,6 +11,9 @@ backward is done. Each tensor alive at the peak belongs to one part by when it w
 - gradients: made in the backward and still alive when it ends (the parameters' `.grad`),
   or of the head weight's shape (the loss's gradient of a tied head, waiting for the
   embedding's to be added to it);
+- in flight: with `fsdp` over 1, what FSDP gathers and reduces for the blocks at work:
+  all-gather buffers, unsharded parameters, reduce-scatter inputs (parameters, optimizer
+  state and gradients are then this rank's shards);
 - activations: made in the body's forward (saved for its backward), or recomputed from a
   checkpoint inside the body's backward;
 - loss: made from the loss's call until the gradient of h is ready;
@@ -28,12 +31,13 @@ import torch
 from cebench.core import devices
 from cebench.core.config import Config
 from cebench.core.memory import storage_bytes
-from cebench.measure.meta import model_state, trace, workspace_bytes
+from cebench.measure.meta import trace, workspace_bytes
+from cebench.measure.sharded import IN_FLIGHT
 from cebench.measure.timeline import RECOMPUTE
 from cebench.measure.tracker import OpTracker
 
-PARTS: tuple[str, ...] = ("parameters", "optimizer state", "gradients", "activations", "loss", "optimizer step",
-                          "other")
+PARTS: tuple[str, ...] = ("parameters", "optimizer state", "gradients", "in flight", "activations", "loss",
+                          "optimizer step", "other")
 # The moments of a step, in order, and the part of the step each begins.
 LOSS, LOSS_BACKWARD_DONE, BACKWARD_DONE = "loss", "body backward", "optimizer step"
 
@@ -89,7 +93,7 @@ def anatomy(config: Config) -> Anatomy:
     loss_at, body_at = marks.get(LOSS, end), marks.get(LOSS_BACKWARD_DONE, end)
     done_at = marks.get(BACKWARD_DONE, end)
     parts = dict.fromkeys(PARTS, 0)
-    params, state = model_state(config)
+    params, state = tracker.model
     head = (config.vocab, config.d_model)  # the loss's gradient of the head weight, summed into .grad later when tied
     parts["parameters"] = storage_bytes(params, target.block_bytes)
     parts["optimizer state"] = storage_bytes(state, target.block_bytes)
@@ -102,6 +106,8 @@ def anatomy(config: Config) -> Anatomy:
         if backward_made and block.created < done_at and (block.freed is None or block.freed > done_at
                                                           or block.shape == head):
             part = "gradients"
+        elif block.op.startswith(IN_FLIGHT):
+            part = "in flight"
         elif block.created < loss_at:
             part = "activations"
         elif block.created < body_at:

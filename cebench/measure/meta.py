@@ -32,6 +32,7 @@ from cebench.measure import compiled_helpers, data_reads, sharded, triton_launch
 from cebench.measure.device_view import seen_as
 from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
+from cebench.models import fsdp
 from cebench.models import training as training_mod
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import PREDICTED
@@ -98,6 +99,9 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
         tracker.cache = OpCache()
     if mesh is not None and target.kind == "cpu":  # measured with gloo, which holds buffers inside collectives
         tracker.temporaries = sharded.gloo_temporaries
+    if training is not None:
+        tracker.model = ([p for p in map(fsdp.local, training.params) if held(p)],
+                         [t for t in map(fsdp.local, training.state()) if held(t)])
     variant = variants.REGISTRY.get(config.variant)  # None: a body step's stand-in loss
     tracker.flops = None if variant is not None and variant.kernel_matmuls else counter  # a kernel's are unseen
     step = steady.make(tracker.wrap(steady.fn))
@@ -105,8 +109,8 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
     # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
     # the answers to data reads, which its ops reach.
-    resized = sharded.resizes(tracker.track) if mesh is not None else contextlib.nullcontext()
-    with user_code(config.variant, "variant"), rng, _peers_run(config, answers) as skipped, tracker, resized, \
+    followed = sharded.follow(tracker) if mesh is not None else contextlib.nullcontext()
+    with user_code(config.variant, "variant"), rng, _peers_run(config, answers) as skipped, tracker, followed, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
@@ -231,15 +235,6 @@ def _world(config: Config) -> Iterator[DeviceMesh | None]:
         return
     with sharded.fake_world(config.fsdp) as mesh:
         yield mesh
-
-
-def model_state(config: Config) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """A model point's parameters and its optimizer's state on meta, as a step in steady
-    state starts with them; of the state, the tensors in the target's memory."""
-    built, optimizer = _model(resolve_model(config.model), config.dtype, devices.get(config.device).kind,
-                              config.optimizer, config.activation_checkpointing)
-    on = _on(config)
-    return built.params, [t for t in training_mod.optimizer_state(optimizer) if t.device.type in on]
 
 
 def with_layers(model: Model, layers: int | None) -> Model:

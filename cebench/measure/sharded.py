@@ -10,8 +10,8 @@ rank predicted is rank 0, which holds the most rows of every unevenly divided pa
 What the tracker adds (`StorageTracker` applies it):
 - a `DTensor` counts as its local shard (`cebench.models.fsdp.local`);
 - FSDP2 resizes the storages of the unsharded parameters with `UntypedStorage.resize_`
-  (`alloc_storage`, `free_storage`), which never reaches the dispatcher: `resizes` reports
-  them;
+  (`alloc_storage`, `free_storage`), which never reaches the dispatcher: `follow` reports
+  them, and names what FSDP's gathers, copy-outs and reductions make (`scope`);
 - FSDP2's own ops and c10d's collectives write into outputs they are given (`WRITES_INTO`):
   they allocate nothing unseen;
 - measured on CPU, ProcessGroupGloo allocates temporaries inside two collectives
@@ -23,7 +23,7 @@ import contextlib
 import gc
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -56,25 +56,46 @@ def gloo_temporaries(func: torch._ops.OpOverload, args: tuple) -> list[int]:
     return []
 
 
+IN_FLIGHT = "fsdp "  # what the op of a storage FSDP made while gathering or reducing begins with (`follow`)
+_SCOPES = {"foreach_all_gather": "all-gather", "foreach_all_gather_copy_out": "copy-out",
+           "foreach_reduce": "reduce-scatter"}
+
+
+class Follower(Protocol):
+    """What `follow` reports to: a tracker that counts a storage (again) and names its maker."""
+
+    scope: str
+
+    def track(self, tensor: torch.Tensor) -> None: ...
+
+
 @contextlib.contextmanager
-def resizes(track: Callable[[torch.Tensor], None]) -> Iterator[None]:
+def follow(tracker: Follower) -> Iterator[None]:
     """Report each storage FSDP2 resizes (its unsharded parameters', gathered and freed) to
-    `track`. FSDP2's functions are private: `_fsdp_param`'s and the name `_fsdp_param_group`
-    imported from it."""
+    `tracker.track`, and set `tracker.scope` to `IN_FLIGHT` + what FSDP is doing while it
+    gathers, copies out, reduces or resizes. FSDP2's functions are private: `_fsdp_param`'s,
+    and the names `_fsdp_param_group` imported."""
     from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
 
-    alloc, free = _fsdp_param.alloc_storage, _fsdp_param.free_storage
+    def scoped(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            outer, tracker.scope = tracker.scope, IN_FLIGHT + name
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                tracker.scope = outer
+        return run
 
-    def allocated(tensor: torch.Tensor) -> None:
-        alloc(tensor)
-        track(tensor)
+    def resized(fn: Callable[[torch.Tensor], None]) -> Callable[[torch.Tensor], None]:
+        def run(tensor: torch.Tensor) -> None:
+            fn(tensor)
+            scoped(tracker.track, "unsharded parameter")(tensor)
+        return run
 
-    def freed(tensor: torch.Tensor) -> None:
-        free(tensor)
-        track(tensor)
-
-    with patched(_fsdp_param, {"alloc_storage": allocated, "free_storage": freed}), \
-            patched(_fsdp_param_group, {"alloc_storage": allocated}):
+    storage = {"alloc_storage": resized(_fsdp_param.alloc_storage), "free_storage": resized(_fsdp_param.free_storage)}
+    collectives = {name: scoped(getattr(_fsdp_param_group, name), what) for name, what in _SCOPES.items()}
+    with patched(_fsdp_param, storage), \
+            patched(_fsdp_param_group, {"alloc_storage": storage["alloc_storage"], **collectives}):
         yield
 
 

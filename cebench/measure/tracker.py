@@ -83,6 +83,10 @@ class StorageTracker(TorchDispatchMode):
         self.flops: FlopCounterMode | None = None  # counts the FLOPs of every ATen op it sees (`meta.trace` sets it)
         # the bytes of the buffers a collective holds inside itself (`sharded.gloo_temporaries`; None: none)
         self.temporaries: Callable[[torch._ops.OpOverload, tuple], list[int]] | None = None
+        self.scope = ""  # what FSDP is doing, when its storages are made (`sharded.follow`): their op's name
+        # a model's parameters and its optimizer's state in the target's memory, as the step starts (`meta.trace`)
+        self.model: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
+        self.temporaries: Callable[[torch._ops.OpOverload, tuple], list[int]] | None = None
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -228,7 +232,7 @@ class OpTracker(StorageTracker):
         if key in self._builder.live:  # released, or resized: the old size is freed first
             self._builder.free(key, 0, region)
         if tensor is not None:
-            self._builder.alloc(key, self._sizes[key], self._op, phase, node, tuple(tensor.shape),
+            self._builder.alloc(key, self._sizes[key], self.scope or self._op, phase, node, tuple(tensor.shape),
                                 dtype_name(tensor.dtype), region)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

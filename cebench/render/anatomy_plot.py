@@ -1,9 +1,10 @@
 """The figure of `cebench explain --model`, drawn headless: one horizontal bar per loss
 variant and ce_chunk, its predicted step peak stacked by part (parameters, optimizer state,
-gradients, activations, the loss's buffers, the optimizer step's temporaries, the rest),
-with the target's memory drawn across where it has one."""
+gradients, what FSDP has in flight, activations, the loss's buffers, the optimizer step's
+temporaries, the rest), with the target's memory drawn across where it has one."""
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,10 +18,11 @@ from cebench.analyze.anatomy import PARTS, Anatomy  # noqa: E402
 from cebench.core import devices  # noqa: E402
 from cebench.core.axes import Checkpointing  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
+from cebench.render.explain_plot import CHARS_PER_INCH  # noqa: E402
 from cebench.render.plot import memory_unit, write_figure  # noqa: E402
 
-COLORS = dict(zip(PARTS, ("tab:gray", "tab:purple", "tab:green", "tab:blue", "tab:red", "tab:orange", "0.8"),
-                  strict=True))
+COLORS = dict(zip(PARTS, ("tab:gray", "tab:purple", "tab:green", "tab:cyan", "tab:blue", "tab:red", "tab:orange",
+                          "0.8"), strict=True))
 
 
 def label(a: Anatomy) -> str:
@@ -50,8 +52,11 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
     ax.set_xlabel(f"predicted step peak ({unit})")
     ax.set_xlim(0, max(top, capacity or 0) / scale * 1.25)
     checkpointing = "blocks checkpointed" if c.activation_checkpointing == Checkpointing.BLOCKS else "no checkpointing"
-    ax.set_title(f"{c.model} · {c.optimizer} · {checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
-                 f"{c.device}", fontsize=10)
+    sharded = f" · FSDP ×{c.fsdp} (per rank)" if c.fsdp > 1 else ""
+    title = (f"{c.model} · {c.optimizer} · {checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
+             f"{c.dtype} · {c.device}")
+    width = int(ax.get_position().width * fig.get_figwidth() * CHARS_PER_INCH)  # centred over the axes alone
+    ax.set_title(textwrap.fill(title, width, break_long_words=False), fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), ncols=len(PARTS), fontsize=8, loc="outside lower center",
                frameon=False)
     try:

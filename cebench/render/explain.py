@@ -78,15 +78,17 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
     from cebench.render.anatomy_plot import label
 
     c = anatomies[0].config
+    sharded = f" · FSDP ×{c.fsdp}, per rank" if c.fsdp > 1 else ""
     table = Table(anatomy_columns(), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
-                                 f"{c.activation_checkpointing} · batch {c.batch} × context {c.context} · {c.dtype} · "
-                                 f"{c.device} (predicted on meta)")
+                                 f"{c.activation_checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
+                                 f"{c.dtype} · {c.device} (predicted on meta)")
     for a in anatomies:
         table.add_row(label(a), format_bytes(a.peak_bytes, unit), *(format_bytes(a.parts[p], unit) for p in PARTS),
                       a.when)
     table.notes.append("parts at the peak: parameters and optimizer state exist before the step; gradients = the "
-                       "parameters' .grad made in the backward; activations = the body's forward saved (or recomputed) "
-                       "for its backward; loss = made from the loss's call until the gradient of h is ready; optimizer "
-                       "step = its temporaries; other = the token ids and targets, the body backward's temporaries, "
-                       "workspaces")
+                       "parameters' .grad made in the backward; in flight = what FSDP gathers and reduces for the "
+                       "blocks at work (all-gather buffers, unsharded parameters, reduce-scatter inputs); activations "
+                       "= the body's forward saved (or recomputed) for its backward; loss = made from the loss's call "
+                       "until the gradient of h is ready; optimizer step = its temporaries; other = the token ids and "
+                       "targets, the body backward's temporaries, workspaces")
     return table
