@@ -69,9 +69,9 @@ class Training:
         """Bytes of parameters + their gradients + optimizer state, each storage charged
         `block(nbytes)`, counting the tensors `on` the device's memory (AdamW keeps its step
         counts on the host)."""
-        params = [fsdp.local(p) for p in self.params]
-        grads = sum(block(p.untyped_storage().nbytes()) for p in params if p.requires_grad)
-        return storage_bytes([t for t in (*params, *map(fsdp.local, self.state())) if on(t)], block) + grads
+        grads = sum(block(fsdp.local(p).untyped_storage().nbytes()) for p in self.params if p.requires_grad)
+        held = [t for t in map(fsdp.local, (*self.params, *self.state())) if on(t)]
+        return storage_bytes(held, block) + grads
 
     def zero_grad(self) -> None:
         for p in self.params:

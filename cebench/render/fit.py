@@ -87,8 +87,11 @@ def fit_note(fitted: Fitted) -> str:
         optimizer = "each group's optimizer" if "optimizer" in names else c.optimizer
         checkpointing = ("as each group says" if "activation_checkpointing" in names
                          else f"checkpointing {c.activation_checkpointing}")
+        sharded = any(f.config.fsdp > 1 for f in fitted.fits)
+        ranks = (", with FSDP one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
+                 "max batch is per rank" if sharded else "")
         inputs = (f"the whole training step of {c.model}: parameters, gradients, {optimizer} state, activations "
-                  f"({checkpointing}), the loss; loss alone: the loss step by itself at the same vocab and d_model, "
-                  f"with {inputs}")
+                  f"({checkpointing}), the loss{ranks}; loss alone: the loss step by itself at the same vocab and "
+                  f"d_model, with {inputs}")
     return (f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
             f"for {c.device} (peak includes {inputs}{workspaces}).")

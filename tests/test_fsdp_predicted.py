@@ -1,0 +1,97 @@
+"""A model's step sharded with FSDP2 (`--fsdp N`), predicted in one process through FSDP2's
+own code: per rank, to the byte against two gloo ranks measured on this CPU, extrapolated
+along the blocks as traced whole, taken apart by explain, fitted per rank."""
+from __future__ import annotations
+
+import gc
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+from cebench import api
+from cebench.analyze.anatomy import anatomy
+from cebench.core.errors import UsageError
+from cebench.measure import series
+from cebench.measure.meta import predict_peak
+from cebench.run.grid import GridOptions
+
+# 2 blocks of hidden 64 (4 heads, 2 key/value heads), an untied head of vocab 512: every parameter divides evenly
+# over 2 ranks.
+TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False}
+# Measured on this CPU by two gloo ranks under torchrun (FSDP2 on each block and the root, AdamW), batch 2 × 32,
+# each rank's profiler events; the same on both ranks (tests/test_fsdp_measured.py measures them again).
+MEASURED = {("dense", "none"): (838_612, 1_451_016), ("dense", "blocks"): (838_612, 1_183_944),
+            ("chunked", "none"): (838_612, 1_480_588), ("torch-lce", "none"): (838_612, 1_451_016)}
+
+
+def config(path: Path, target: str = "cpu", **grid: object):
+    grid = {"batch": "2", "context": "32", "ce_chunk": "16", **grid}
+    return GridOptions(model=str(path), **{k: str(v) for k, v in grid.items()}).grid(target).expand()[0]
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+@pytest.mark.parametrize(("variant", "checkpointing"), list(MEASURED))
+def test_two_ranks_are_predicted_as_gloo_measured_them(tiny, variant, checkpointing):
+    reading = predict_peak(config(tiny, variant=variant, fsdp=2, activation_checkpointing=checkpointing))
+    assert (reading.base_bytes, reading.peak_delta_bytes) == MEASURED[variant, checkpointing]
+
+
+def test_the_world_leaves_the_process_as_it_found_it(tiny):
+    hook = sys.excepthook
+    predict_peak(config(tiny, variant="dense", fsdp=2))
+    assert not dist.is_initialized() and gc.isenabled() and sys.excepthook is hook  # no '[rank0]:' on tracebacks
+
+
+def test_a_rank_holds_a_share_of_the_state_and_the_gather_of_whole_blocks(tiny):
+    """Parameters, gradients and AdamW's moments divide by the ranks (AdamW's step counts, 4 B each, do not); what
+    each rank gathers does not."""
+    one, two, four = (predict_peak(config(tiny, variant="dense", fsdp=n)) for n in (1, 2, 4))
+    steps = 4 * 21  # a step count per parameter: 2 blocks of 9, an embedding, a norm, a head
+    assert one.state_bytes - steps == 2 * (two.state_bytes - steps) == 4 * (four.state_bytes - steps)
+    assert one.peak_bytes > two.peak_bytes > four.peak_bytes
+    assert two.peak_delta_bytes - one.peak_delta_bytes > 0  # the gathered blocks and their reduce-scatter buffers
+
+
+def test_extrapolated_along_the_blocks_as_traced_whole(tmp_path, target="h100-80gb"):
+    path = tmp_path / "eight.json"
+    path.write_text(json.dumps({**TINY, "num_hidden_layers": 8}))
+    point = config(path, variant="chunked", fsdp=4, activation_checkpointing="blocks", target=target)
+    assert series.layers(point) == 8
+    extrapolated, _ = series.predicted(point, flops=False)
+    assert extrapolated == predict_peak(point)
+
+
+def test_explain_splits_a_ranks_peak_into_shards_in_flight_activations_and_loss(tiny):
+    sharded = anatomy(config(tiny, variant="dense", fsdp=2))
+    whole = anatomy(config(tiny, variant="dense"))
+    assert sum(sharded.parts.values()) == sharded.peak_bytes
+    assert sharded.parts["in flight"] > 0 == whole.parts["in flight"]
+    assert whole.parts["parameters"] == 2 * sharded.parts["parameters"]
+    assert whole.parts["optimizer state"] - 4 * 21 == 2 * (sharded.parts["optimizer state"] - 4 * 21)  # step counts
+
+
+def test_fit_answers_per_rank_for_each_world_side_by_side(tiny):
+    fitted = api.fit("16MiB", model=str(tiny), context=32, variant="dense", fsdp="1,4", target="cpu",
+                     max_batch=512)
+    by_world = {f.config.fsdp: f.batch for f in fitted.fits}
+    assert set(by_world) == {1, 4} and by_world[4] >= by_world[1] > 0
+    for f in fitted.fits:  # the answer fits and one more sequence does not
+        fits, more = (predict_peak(config(tiny, variant="dense", fsdp=f.config.fsdp, batch=b)).peak_bytes
+                      for b in (f.batch, f.batch + 1))
+        assert fits <= 16 * 2**20 < more
+
+
+def test_sharding_needs_a_model(tiny):
+    with pytest.raises(UsageError, match="fsdp"):
+        GridOptions(variant="dense", fsdp="2").grid("cpu")
