@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cebench.measure.patched import patched
@@ -100,6 +101,12 @@ FACTORY_CONSTANTS: dict[Any, Callable[[tuple, dict], bool | int | float]] = {
 # Ops whose output holds its first argument's values (converted to the output's dtype).
 COPIES = frozenset({aten.clone.default, aten._to_copy.default, aten.lift_fresh_copy.default, aten.lift_fresh.default,
                     aten.contiguous.default, aten.alias.default, aten.detach.default})
+
+def _symbolic(t: object) -> bool:
+    """Whether `t` is a tensor without data: on `meta`, or a fake tensor (a sharded step;
+    one made from Python data keeps it as its `constant`)."""
+    return isinstance(t, torch.Tensor) and (t.is_meta or is_fake(t))
+
 # The ops that read a tensor's data, answered here for meta tensors.
 READS = frozenset({aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default,
                    aten.nonzero.default})
@@ -223,8 +230,9 @@ class Answers(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in READS and not any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
-            return func(*args, **kwargs)  # a real tensor's data (an optimizer's step count on the host)
+        if func in READS and not any(_symbolic(a) and getattr(a, "constant", None) is None for a in args):
+            # a real tensor's data (an optimizer's step count on the host), or a fake tensor's constant
+            return func(*args, **kwargs)
         if func is aten._local_scalar_dense.default:
             return self._read(func, args[0])
         if func is aten.is_nonzero.default:
@@ -287,7 +295,8 @@ class Answers(TorchDispatchMode):
                 return None
             elements.append(torch.tensor(known.value, dtype=a.dtype) if isinstance(known, Constant) else a)
         try:
-            out = func(*elements[:len(args)], **dict(zip(kwargs, elements[len(args):], strict=True)))
+            with unset_fake_temporarily():  # on the host, even under fake tensors (a sharded step)
+                out = func(*elements[:len(args)], **dict(zip(kwargs, elements[len(args):], strict=True)))
         except (RuntimeError, TypeError):  # not computable on the host: unknown, as before
             return None
         return Constant(out.item()) if isinstance(out, torch.Tensor) and out.numel() == 1 else None
@@ -301,7 +310,7 @@ class Answers(TorchDispatchMode):
             def made(data: object, *args: Any, **kwargs: Any) -> torch.Tensor:
                 out = fn(data, *args, **kwargs)
                 same, element = _equal_elements(data)
-                if same and isinstance(out, torch.Tensor) and out.device.type == "meta":
+                if same and _symbolic(out):
                     self._set(out, Constant(_convert(element, out.dtype)))  # type: ignore[arg-type]
                 return out
 

@@ -48,13 +48,13 @@ def _from_peer(depth: int = 2) -> bool:
     return bool(name.startswith(PEERS))
 
 
-def _on_meta(kind: str, fn: Callable[..., Any], positional: bool) -> Callable[..., Any]:
-    """`fn` with a `device=` of `kind` (and, `positional`, a device argument) made `meta`."""
+def _on_meta(kind: str, fn: Callable[..., Any], positional: bool, stand_in: str) -> Callable[..., Any]:
+    """`fn` with a `device=` of `kind` (and, `positional`, a device argument) made `stand_in`."""
     def meta(value: object) -> object:
         if isinstance(value, torch.device) and value.type == kind:
-            return torch.device("meta")
+            return torch.device(stand_in)
         if isinstance(value, str) and value.split(":")[0] == kind:
-            return torch.device("meta")
+            return torch.device(stand_in)
         return value
 
     @functools.wraps(fn)
@@ -100,11 +100,12 @@ def _for_peers(answer: Callable[..., Any], original: Callable[..., Any]) -> Call
 
 
 @contextlib.contextmanager
-def seen_as(kind: str, gpu: targets.Target | None = None) -> Iterator[None]:
+def seen_as(kind: str, gpu: targets.Target | None = None, stand_in: str = "meta") -> Iterator[None]:
     """Within: a meta tensor's `device` is `kind`'s first device to the peers' code (`PEERS`),
     a tensor made on a `kind` device is made on `meta`, and for 'cuda' the peers' questions to
     `torch.cuda` are answered from `gpu` (None: `targets.DEFAULT_GPU`). `kind` 'cpu' changes
-    nothing (a meta tensor takes a peer's host branch already)."""
+    nothing (a meta tensor takes a peer's host branch already). `stand_in`: the device type
+    that stands in for the target instead of meta ('cpu': fake tensors, a sharded step)."""
     if kind == "cpu":
         yield
         return
@@ -114,10 +115,10 @@ def seen_as(kind: str, gpu: targets.Target | None = None) -> Iterator[None]:
 
     def device(self: torch.Tensor) -> torch.device:
         real = _REAL_DEVICE.__get__(self)
-        return seen if real.type == "meta" and _from_peer() else real
+        return seen if real.type == stand_in and _from_peer() else real
 
-    methods = {name: _on_meta(kind, getattr(torch.Tensor, name), positional=name == "to") for name in METHODS}
-    with patched(torch.Tensor, {"device": property(device), **methods}), \
-            patched(torch, {name: _on_meta(kind, getattr(torch, name), positional=False) for name in FACTORIES}), \
+    methods = {name: _on_meta(kind, getattr(torch.Tensor, name), name == "to", stand_in) for name in METHODS}
+    factories = {name: _on_meta(kind, getattr(torch, name), False, stand_in) for name in FACTORIES}
+    with patched(torch.Tensor, {"device": property(device), **methods}), patched(torch, factories), \
             patched(torch.cuda, {name: _for_peers(answers[name], fn) for name, fn in cuda.items()}):
         yield

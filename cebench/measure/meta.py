@@ -83,7 +83,7 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     on = _on(config, mesh is not None)
     answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
     answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX)
-    with user_code(config.variant, "variant"), _peers_run(config, answers):
+    with user_code(config.variant, "variant"), _peers_run(config, answers, mesh is not None):
         steady.warm()
     before: Sequence[torch.Tensor] = steady.tensors()
     training = steady.training
@@ -110,7 +110,8 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
     # the answers to data reads, which its ops reach.
     followed = sharded.follow(tracker) if mesh is not None else contextlib.nullcontext()
-    with user_code(config.variant, "variant"), rng, _peers_run(config, answers) as skipped, tracker, followed, \
+    peers = _peers_run(config, answers, mesh is not None)
+    with user_code(config.variant, "variant"), rng, peers as skipped, tracker, followed, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
@@ -178,7 +179,7 @@ def _steady(config: Config, layers: int | None = None, mesh: DeviceMesh | None =
 
 
 @contextlib.contextmanager
-def _peers_run(config: Config, answers: data_reads.Answers) -> Iterator[triton_launches.Skipped]:
+def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False) -> Iterator[triton_launches.Skipped]:
     """Around a step of `config` on meta: Triton launches do nothing
     (`triton_launches.skipped`; triton imported for a variant whose kernels are Triton's, or
     already imported), and, for such a variant, its packages' compiled helpers run eagerly
@@ -187,14 +188,15 @@ def _peers_run(config: Config, answers: data_reads.Answers) -> Iterator[triton_l
     peers' code sees the target (`seen_as`); and `answers` answers such a variant's reads of
     data (entered last: the mode nearest the step's ops, under a tracker entered after it).
     Only a peer whose Python is followed around its kernels reads data: another step is
-    spared the extra dispatch mode (a quarter of a model step's trace time)."""
+    spared the extra dispatch mode (a quarter of a model step's trace time). `fake`: the
+    step runs on fake CPU tensors standing in for the target (a sharded step)."""
     target = devices.get(config.device)
     needs_triton = _reads_data(config)
     with triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, contextlib.ExitStack() as stack:
         if needs_triton:
             packages = [module for module, _ in variants.get(config.variant).requires.packages]
             stack.enter_context(compiled_helpers.eager(packages, skipped.eager))
-        stack.enter_context(seen_as(target.kind, targets_mod.BY_NAME.get(config.device)))
+        stack.enter_context(seen_as(target.kind, targets_mod.BY_NAME.get(config.device), "cpu" if fake else "meta"))
         if needs_triton:
             stack.enter_context(answers.data_factories())
             stack.enter_context(answers)
