@@ -158,9 +158,9 @@ def _steady(config: Config, layers: int | None = None, mesh: DeviceMesh | None =
             built = training_mod.make_model(model, torch.device("cpu"), torch_dtype(config.dtype), config.optimizer,
                                             config.activation_checkpointing, kind, mesh, stand_in=True)
             training = training_mod.make(config, device="cpu", model=built)
-            first = training_mod.make_step(fn, training, config)
             return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
-                           first.run, training.tensors, training)
+                           functools.partial(fsdp.settle, training.built.body, training.ids, training.optimizer),
+                           training.tensors, training)
         training = training_mod.make(config, device="meta", model=_model(model, config.dtype, kind, config.optimizer,
                                                                          config.activation_checkpointing))
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients

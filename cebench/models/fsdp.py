@@ -71,3 +71,24 @@ def shard(built: Built, mesh: DeviceMesh) -> Built:
 def local(tensor: torch.Tensor) -> torch.Tensor:
     """What this rank holds of `tensor`: a DTensor's local shard, any other tensor itself."""
     return getattr(tensor, "_local_tensor", tensor)
+
+
+def settle(root: Root, ids: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> None:
+    """Bring a sharded model to where its first step leaves it, at a third of a step's cost:
+    FSDP's lazy setup (a forward without gradients, then every unit resharded) and the
+    optimizer's state (a step on zero gradients, then the gradients set to None)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    with torch.no_grad():
+        root(ids, lambda h, head: h.sum())
+    for module in root.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    if optimizer is None:
+        return
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for p in params:
+        p.grad = None
