@@ -1,11 +1,13 @@
-"""The findings on a loss inside its model: regenerates the blocks `model-fit` and
-`model-cpu` of results/README.md (and results/model-cpu.csv).
+"""The findings on a loss inside its model: regenerates the blocks `model-fit`,
+`model-fsdp` and `model-cpu` of results/README.md (and results/model-cpu.csv).
 
-    .venv/bin/python results/model_findings.py            # both (a few minutes on 2 cores)
+    .venv/bin/python results/model_findings.py            # all three (a few minutes on 2 cores)
 
 model-fit: `cebench fit --model M --target h100-80gb --context 2048 --variant PEERS --ce-chunk
 2048` for llama-3.2-1b and llama-3.1-8b, AdamW, with and without activation checkpointing,
-beside the loss alone's answer at the same vocab and d_model (predicted on meta tensors). model-cpu: a small
+beside the loss alone's answer at the same vocab and d_model (predicted on meta tensors). model-fsdp: the
+same for llama-3.1-8b with every block checkpointed, on one H100 and per rank of 8 under FSDP, with the
+loss's share of the step's peak at each answer. model-cpu: a small
 Llama-shaped model's training step measured and timed on this CPU with each eager loss.
 """
 from __future__ import annotations
@@ -54,6 +56,27 @@ def fit_block() -> str:
                                f"{MAX_BATCH:,}.")
 
 
+def fsdp_block(model: str = "llama-3.1-8b", ranks: int = 8) -> str:
+    lines = ["| loss | ce_chunk | one GPU: batch | loss's share of the peak | "
+             f"{ranks} GPUs, FSDP: batch per rank | loss's share of a rank's peak |", "|---|---:|---:|---:|---:|---:|"]
+    grid = {"target": TARGET, "model": model, "context": CONTEXT, "activation_checkpointing": "blocks"}
+    fitted = api.fit(variant=PEERS, ce_chunk=CHUNK, fsdp=f"1,{ranks}", max_batch=MAX_BATCH, **grid)
+    cells: dict[tuple[str, str], list[str]] = {}
+    for f in fitted.fits:
+        c = f.config
+        share = "–"
+        if f.batch:
+            row = api.predict(variant=c.variant, ce_chunk=c.ce_chunk or CHUNK, batch=f.batch, fsdp=c.fsdp, **grid)[0]
+            value = loss_share(row.step_peak_bytes, row.body_peak_bytes)
+            share = "–" if value is None else f"{value:.0%}"
+        cells.setdefault((c.variant, chunk(c)), []).extend([f"{f.batch:,} ({format_bytes(f.peak_bytes)})", share])
+    lines += [f"| {variant} | {size} | {' | '.join(answer)} |" for (variant, size), answer in cells.items()]
+    return "\n".join(lines) + (f"\n\nPredicted for {TARGET} ({format_bytes(devices.get(TARGET).capacity_bytes)} "
+                               f"each), {model}, bf16, context {CONTEXT}, AdamW, every block checkpointed; FSDP2 on "
+                               f"each block and the root, rank 0's peak; in parentheses the peak; loss's share: "
+                               f"(step peak − the same step's with a stand-in loss) / step peak at that batch.")
+
+
 def cpu_block() -> str:
     out = ROOT / "results" / "model-cpu.csv"
     out.unlink(missing_ok=True)
@@ -80,6 +103,7 @@ def main() -> None:
     readme = ROOT / "results" / "README.md"
     splice(readme, "model-cpu", cpu_block())
     splice(readme, "model-fit", fit_block())
+    splice(readme, "model-fsdp", fsdp_block())
 
 
 if __name__ == "__main__":
