@@ -89,13 +89,13 @@ def test_a_usage_error_is_marked_as_one():
 
 def test_a_child_killed_by_a_signal_is_named(spawned):
     assert spawned["signal"] == Outcome("error", error="the point's process died of SIGKILL (exit code -9)")
-    assert isolate._death(-signal.SIGABRT) == "the point's process died of SIGABRT (exit code -6)"
-    assert isolate._death(-200) == "the point's process died of signal 200 (exit code -200)"
+    assert isolate.death(-signal.SIGABRT) == "the point's process died of SIGABRT (exit code -6)"
+    assert isolate.death(-200) == "the point's process died of signal 200 (exit code -200)"
 
 
 def test_a_child_that_exits_without_an_answer_is_named():
-    assert isolate._death(3) == "the point's process exited with code 3 without a result"
-    assert isolate._death(0) == "the point's process exited with code 0 without a result"
+    assert isolate.death(3) == "the point's process exited with code 3 without a result"
+    assert isolate.death(0) == "the point's process exited with code 0 without a result"
 
 
 def test_a_child_past_its_timeout_is_killed(spawned):

@@ -159,8 +159,10 @@ def _announce(s: Sweep) -> None:
     if plan.skipped:
         parts.append(f"--resume: {plan.skipped} already in {s.path}")
     cannot = plan.in_shard - plan.skipped - len(s.points)
+    sharded = sum(p.fsdp > 1 for p in s.points)
     parts.append(f"{len(s.points)} to measure" + (" each in a fresh process" if s.isolate else "")
-                 + (f" ({cannot} of variants that cannot run here left out)" if cannot else ""))
+                 + (f" ({cannot} of variants that cannot run here left out)" if cannot else "")
+                 + (f" ({sharded} sharded, each in processes of its own, one per rank)" if sharded else ""))
     users = s.unbounded()
     if users:
         parts.append(f"{users[0]}{' and others' * (len(users) > 1)} run here, unbounded: --point-timeout SECONDS "

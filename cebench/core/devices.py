@@ -102,6 +102,15 @@ class Device(ABC):
         """The index on its node a launcher gave this process (None: any, or not chosen)."""
         return None
 
+    def backend(self) -> str:
+        """The torch.distributed backend through which the ranks of a sharded step here talk."""
+        return "gloo"
+
+    def ranks_reason(self, world: int) -> str | None:
+        """Why `world` ranks of a sharded step cannot run here, each on device `rank`, or
+        None when they can (processes on the host share its cores)."""
+        return None
+
     @abstractmethod
     def model_name(self) -> str:
         """The hardware's model name, for the CSV's `device_name`."""
@@ -163,7 +172,8 @@ class CPU(Device):
         `torch.compile`d code too) on top of the storages of `live`."""
         self.free_cache()
         base = self.live_bytes(live)
-        return MemoryReading(base, base + running_peak(allocation_events(step)), self.mem_method)
+        sizes = allocation_events(step)
+        return MemoryReading(base, base + running_peak(sizes), self.mem_method, net_bytes=sum(sizes))
 
     def compile_unsupported_reason(self) -> str | None:
         from torch._inductor.cpp_builder import get_cpp_compiler
@@ -214,6 +224,16 @@ class CUDA(Device):
     def local_index(self, environ: Mapping[str, str]) -> int | None:
         """torchrun's LOCAL_RANK, else an `srun` task's SLURM_LOCALID."""
         return shard.local_index(environ)
+
+    def backend(self) -> str:
+        return "nccl"
+
+    def ranks_reason(self, world: int) -> str | None:
+        """One GPU per rank: `world` of them must be visible to this process."""
+        count = self.count()
+        if count < world:
+            return f"{world} ranks need {world} GPUs, one each; {count} visible here"
+        return None
 
     def model_name(self) -> str:
         import torch

@@ -27,13 +27,16 @@ BYTES_LIMIT = 2**62  # bytes of one tensor (or a point's fp32 logits) beyond whi
 class MemoryReading:
     """Bytes live before the step (`base_bytes`) and at its highest point (`peak_bytes`); a
     model's step also has `state_bytes`: its parameters + gradients + optimizer state; a
-    prediction, a `note` on what its trace did not run (Triton launches skipped)."""
+    prediction, a `note` on what its trace did not run (Triton launches skipped). A reading
+    of allocator events has `net_bytes`: what the step's events sum to (0 in a steady step
+    whose every free was recorded; None: a probe without events)."""
 
     base_bytes: int
     peak_bytes: int
     method: str
     state_bytes: int | None = None
     note: str = ""
+    net_bytes: int | None = None
 
     @property
     def peak_delta_bytes(self) -> int:

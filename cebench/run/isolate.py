@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.context
+import multiprocessing.process
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +78,7 @@ def _context() -> multiprocessing.context.SpawnContext | multiprocessing.context
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch"])
+    ctx.set_forkserver_preload(["torch", "torch._dynamo"])
     return ctx
 
 
@@ -95,27 +97,45 @@ def _main(conn: Any, child: Child, fn: Callable[..., Any], args: tuple[Any, ...]
         conn.close()
 
 
-def _death(exitcode: int | None) -> str:
+def death(exitcode: int | None, who: str = "the point's process") -> str:
+    """How `who`, a process that sent no answer, ended: killed by a signal, or exited with `exitcode`."""
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        return f"the point's process died of {name} (exit code {exitcode})"
-    return f"the point's process exited with code {exitcode} without a result"
+        return f"{who} died of {name} (exit code {exitcode})"
+    return f"{who} exited with code {exitcode} without a result"
+
+
+def start(fn: Callable[..., Any], args: tuple[Any, ...], child: Child, environ: Mapping[str, str] | None = None
+          ) -> tuple[multiprocessing.process.BaseProcess, multiprocessing.connection.Connection]:
+    """Start `fn(*args)` in a fresh process (`_context`) set up as `child`, with `environ`
+    (default this process's): the process, and the end of the pipe its `Outcome` comes
+    through (end-of-file: it ended without one, `death`). It ignores Ctrl-C (its parent
+    ends it) and is daemonic: it cannot start processes, and ends when its parent does.
+    `fn`, `args` and the value must pickle."""
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    environ = dict(os.environ if environ is None else environ)
+    proc = ctx.Process(target=_main, args=(send, child, fn, args, environ), daemon=True)
+    proc.start()
+    send.close()  # the child holds the only write end: its death reads as end-of-file
+    return proc, receive
+
+
+def wait_s(timeout_s: float | None) -> float | None:
+    """`timeout_s` as a wait takes it: None (for ever) for None or above `NO_LIMIT_S`, which
+    `poll()` cannot wait."""
+    return None if timeout_s is None or timeout_s > NO_LIMIT_S else timeout_s
 
 
 def call(fn: Callable[..., Any], args: tuple[Any, ...], child: Child, timeout_s: float | None) -> Outcome:
     """`fn(*args)` in a fresh process (`_context`) set up as `child`, waiting at most `timeout_s`
     seconds (None, or above `NO_LIMIT_S`: no limit) for its answer. `fn`, `args` and the
     value must pickle."""
-    if timeout_s is not None and timeout_s > NO_LIMIT_S:  # poll() cannot wait that long: wait for ever
-        timeout_s = None
-    ctx = _context()
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_main, args=(send, child, fn, args, dict(os.environ)), daemon=True)
-    proc.start()
-    send.close()  # the child holds the only write end: its death reads as end-of-file
+    timeout_s = wait_s(timeout_s)
+    proc, receive = start(fn, args, child)
     try:
         if not receive.poll(timeout_s):
             return Outcome(Status.TIMEOUT, error=f"no result after {timeout_s:g} s (--point-timeout); its process "
@@ -124,7 +144,7 @@ def call(fn: Callable[..., Any], args: tuple[Any, ...], child: Child, timeout_s:
             outcome: Outcome = receive.recv()
         except EOFError:
             proc.join()
-            return Outcome(Status.ERROR, error=_death(proc.exitcode))
+            return Outcome(Status.ERROR, error=death(proc.exitcode))
         proc.join(JOIN_S)
         return outcome
     finally:

@@ -4,6 +4,9 @@ Failure is data: out-of-memory → status 'oom', any other exception or a loss t
 finite → 'error', a variant that cannot run here or lacks a loss semantics the point asks
 for → 'unsupported'; every non-ok row says why in `error`. What the implementation warned
 while it ran (a fallback, say) goes in `note`.
+
+A point whose model is sharded (`fsdp` > 1) is measured by that many ranks, processes of its
+own (`sharded`, `cebench.run.ranks`): it is isolated whether or not the sweep isolates points.
 """
 from __future__ import annotations
 
@@ -11,8 +14,7 @@ import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from cebench.core import devices
 from cebench.core.config import Config, Settings
@@ -26,9 +28,12 @@ from cebench.measure.meta import count_flops
 from cebench.measure.timing import Timing, time_steps
 from cebench.models import training
 from cebench.models.model import resolve_model
-from cebench.run import isolate
+from cebench.run import isolate, ranks
 from cebench.run.isolate import Child
 from cebench.store.schema import Result, Status
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 class NotFinite(Exception):
@@ -46,10 +51,12 @@ class _Measured:
     said: str
 
 
-def _measure(config: Config, settings: Settings) -> _Measured:
+def _measure(config: Config, settings: Settings, mesh: DeviceMesh | None = None) -> _Measured:
+    """`config`'s step: warm-up, memory pass, timing pass; a model sharded over `mesh` when
+    given (in one of its ranks: `_rank`)."""
     fn = variants.get(config.variant).build() if config.variant != training.BODY else training.stand_in
     if config.has_model:
-        state = training.make(config)
+        state = training.make(config, mesh=mesh)
         step, live = training.make_step(fn, state, config), state.tensors
     else:
         inputs = inputs_mod.make(config)
@@ -67,7 +74,8 @@ def _measure(config: Config, settings: Settings) -> _Measured:
     if problems and problems[0]:
         raise NotFinite(problems[0])
     step.prepare()
-    memory = device.peak(step.run, live())  # kept gradients, a model's optimizer state too
+    probe = device.peak if mesh is None else functools.partial(ranks.peak, device)
+    memory = probe(step.run, live())  # kept gradients, a model's optimizer state too
     timing = time_steps(step.run, step.prepare, device, settings.repeats)
     if config.has_model:
         memory = replace(memory, state_bytes=state.state_bytes(device.block_bytes, device.holds))
@@ -78,13 +86,19 @@ def _measure(config: Config, settings: Settings) -> _Measured:
 _BODY: dict[tuple[object, ...], tuple[int, float] | None] = {}
 
 
+def _body_key(config: Config, settings: Settings, threads: int | None) -> tuple[object, ...]:
+    """The key in `_BODY` of `config`'s body step (`training.body_config`) at `threads` intra-op threads."""
+    return training.body_config(config), resolve_model(config.model), settings, threads
+
+
 def _model_columns(result: Result, config: Config, settings: Settings) -> None:
     """A model row's n_params, step_peak_bytes, and body_peak_bytes and body_time_ms from
-    its body step (`training.body_config`), measured once per process."""
+    its body step (`training.body_config`), measured once per process (a sharded one by
+    the point's ranks, `sharded`)."""
     result.n_params = resolve_model(config.model).n_params
     result.step_peak_bytes = result.peak_bytes
     body = training.body_config(config)
-    key = (body, resolve_model(config.model), settings, torch.get_num_threads())
+    key = _body_key(config, settings, result.threads)
     if key not in _BODY:
         try:
             measured = _measure(body, settings)
@@ -97,16 +111,47 @@ def _model_columns(result: Result, config: Config, settings: Settings) -> None:
         result.body_peak_bytes, result.body_time_ms = measured_body
 
 
-def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None) -> Result:
+def _fill(result: Result, config: Config, outcome: _Measured) -> None:
+    """An ok row's measured columns from `outcome`, and its `flops` (and `tflops_per_s`),
+    counted in this process."""
+    memory, timing, first_ms = outcome.memory, outcome.timing, outcome.first_ms
+    variant = variants.get(config.variant)
+    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device), outcome.said, memory.note)))
+    result.peak_bytes, result.base_bytes = memory.peak_bytes, memory.base_bytes
+    result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
+    result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
+    result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
+    result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
+    result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
+    if variant.compiled:
+        result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
+    result.flops = count_flops(config)  # a sharded point's too: through a fake process group, here
+    if result.flops is not None:
+        result.tflops_per_s = result.flops / (timing.median_ms / 1e3) / 1e12
+    if config.has_model:
+        result.model_state_bytes = memory.state_bytes
+
+
+def _unsupported(config: Config) -> str | None:
+    """Why `config`'s variant cannot run here or lacks a semantics the point asks for, or None."""
+    variant = variants.get(config.variant)
+    return variant.unsupported_reason(config.device) or variant.lacks(config)
+
+
+def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None,
+        child: Child | None = None, timeout_s: float | None = None) -> Result:
     """Measure `config`; never raises for a failure of the step itself. An ok row also gets
     its `flops` (and `tflops_per_s`) and `matmul_floor_ms`: with `calibrate`,
     `limits.matmul_floor_ms`, calibrated once per shape in this process after the row's own
     measurement, outside its memory probe; else `floor_ms` as given (calibrated elsewhere,
-    None where that failed)."""
+    None where that failed). A sharded point (`fsdp` > 1) is measured by its ranks
+    (`sharded`), set up as `child` (default: this process's threads and the point's device;
+    a user's variant needs its spec there), waiting at most `timeout_s` seconds (None: for ever)."""
     device = devices.get(config.device)
+    if config.fsdp > 1:
+        return sharded(config, settings, child or Child(device=config.device), timeout_s, device.model_name())
     result = Result.blank(config, device.model_name())
-    variant = variants.get(config.variant)
-    reason = variant.unsupported_reason(config.device) or variant.lacks(config)
+    reason = _unsupported(config)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
@@ -119,24 +164,79 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     device.free_cache()
     if outcome is None:
         return result
-    memory, timing, first_ms = outcome.memory, outcome.timing, outcome.first_ms
-    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device), outcome.said)))
-    result.peak_bytes, result.base_bytes = memory.peak_bytes, memory.base_bytes
-    result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
-    result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
-    result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
-    result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
-    result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
-    if variant.compiled:
-        result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
-    result.flops = count_flops(config)
-    if result.flops is not None:
-        result.tflops_per_s = result.flops / (timing.median_ms / 1e3) / 1e12
+    _fill(result, config, outcome)
     if config.has_model:
-        result.model_state_bytes = memory.state_bytes
         _model_columns(result, config, settings)
         return result  # the matmul floor is the loss's alone, not the step's
     result.matmul_floor_ms = limits.matmul_floor_ms(config, settings) if calibrate else floor_ms
+    return result
+
+
+@dataclass(frozen=True)
+class _Rank:
+    """What one rank of a sharded point measured: its `step`, its `body` step (None: not
+    asked for, or it failed) and its device's name."""
+
+    step: _Measured
+    body: _Measured | None
+    device_name: str
+
+
+def _rank(mesh: DeviceMesh, config: Config, settings: Settings, body: bool) -> _Rank:
+    """One rank's part of a sharded point (`ranks.launch` calls it): its step sharded over
+    `mesh`, then, with `body`, its body step's (a failure of which leaves it None, as
+    unsharded; the ranks fail alike, for they run the same step)."""
+    device = devices.get(config.device)
+    measured = _measure(config, settings, mesh)
+    device.free_cache()
+    body_measured = None
+    if body:
+        try:
+            body_measured = _measure(training.body_config(config), settings, mesh)
+        except Exception:  # the loss's row stands; its body columns stay empty
+            pass
+    return _Rank(measured, body_measured, device.model_name())
+
+
+def sharded(config: Config, settings: Settings, child: Child, timeout_s: float | None, device_name: str) -> Result:
+    """Measure `config`, whose model is sharded over `config.fsdp` ranks, in that many
+    processes of its own (`ranks.launch`), each set up as `child` with its share of the
+    threads (`ranks.share`: the row's `threads`), waiting at most `timeout_s` seconds (None:
+    for ever); never raises for a failure of the step. The first rank that fails makes the
+    row's status and error (oom, error, timeout); a point whose ranks cannot all run here is
+    `unsupported`. The memory columns and `model_state_bytes` are those of the rank with the
+    highest peak (rank 0, which holds the most padding rows, unless another's is higher;
+    `note` gives each rank's peak where they differ), time and warnings rank 0's; the body
+    step is sharded too (its peak the highest rank's, its time rank 0's); `flops` is counted
+    here. `device_name`: the row's where no rank said it."""
+    threads = ranks.share(child.threads, config.fsdp)
+
+    def failed(status: str, error: str) -> Result:
+        result = Result.blank(config, device_name)
+        result.threads, result.status, result.error = threads, status, error
+        return result
+
+    reason = _unsupported(config) or devices.get(config.device).ranks_reason(config.fsdp)
+    if reason:
+        return failed(Status.UNSUPPORTED, reason)
+    key = _body_key(config, settings, threads)
+    outcome = ranks.launch(_rank, (config, settings, key not in _BODY), config.fsdp, replace(child, threads=threads),
+                           timeout_s)
+    if outcome.status != Status.OK:
+        return failed(outcome.status, outcome.error)
+    done: list[_Rank] = outcome.value
+    result = Result.blank(config, done[0].device_name)
+    result.threads = threads
+    top = max(done, key=lambda r: r.step.memory.peak_bytes)  # the first of the highest: the lowest rank
+    peaks = [r.step.memory.peak_bytes for r in done]
+    by_rank = "" if len(set(peaks)) == 1 else "peak by rank: " + ", ".join(f"{p:,} B" for p in peaks)
+    memory = replace(top.step.memory, note="; ".join(filter(None, (top.step.memory.note, by_rank))))
+    _fill(result, config, replace(done[0].step, memory=memory))
+    if key not in _BODY:
+        bodies = [r.body for r in done if r.body is not None]
+        _BODY[key] = (max(b.memory.peak_bytes for b in bodies), bodies[0].timing.median_ms) if len(bodies) == len(
+            done) else None
+    _model_columns(result, config, settings)
     return result
 
 
@@ -156,15 +256,19 @@ def smoke_test_isolated(names: tuple[str, ...], device: str, child: Child, timeo
 
 
 def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Callable[[Config], Result]:
-    """`run`, each point in a fresh process set up as `child` (`isolate.call`), waiting at
-    most `timeout_s` seconds: a point that kills its process or outlives the timeout
-    becomes an `error` or `timeout` row. The matmul floor is calibrated once per shape, in a
-    process of its own, and handed to the points. Nothing here touches CUDA: a GPU's name
-    comes from a child."""
+    """`run`, each point in a fresh process set up as `child` (`isolate.call`; a sharded
+    point in its ranks, `sharded`), waiting at most `timeout_s` seconds: a point that kills
+    its process or outlives the timeout becomes an `error` or `timeout` row. The matmul
+    floor is calibrated once per shape, in a process of its own, and handed to the points.
+    Nothing here touches CUDA: a GPU's name comes from a child."""
     names: dict[str, str] = {"cpu": devices.get("cpu").model_name()}
     floors: dict[tuple[object, ...], float | None] = {}
 
     def measure(point: Config) -> Result:
+        if point.fsdp > 1:  # its ranks are processes of its own
+            result = sharded(point, settings, child, timeout_s, names.get(point.device, ""))
+            names[point.device] = result.device_name or names.get(point.device, "")
+            return result
         shape = limits.floor_key(point, settings)  # the children's thread count is the parent's
         if shape not in floors and not point.has_model:  # a model's row has no matmul floor
             calibration = isolate.call(limits.matmul_floor_ms, (point, settings), child, timeout_s)

@@ -64,7 +64,10 @@ class Sweep:
     `overwrite` replaces it instead (its rows dropped when the first point is measured);
     `resume` skips the points `out` holds as ok or oom; `isolate` measures each point in a
     fresh process (None: the device's default; a `point_timeout` in seconds turns it on;
-    above `guard.NO_LIMIT_S`, or inf, there is no limit). Bad input is a `UsageError`
+    above `guard.NO_LIMIT_S`, or inf, there is no limit). A point whose model is sharded
+    (`fsdp` > 1) always runs in its ranks, processes of its own, bounded by `point_timeout`
+    (default `POINT_TIMEOUT_S`); a shard of the sweep starts the ranks of each of its
+    sharded points (`cebench.run.ranks`). Bad input is a `UsageError`
     naming the parameter, raised before anything is measured or written. From when it is made (an existing `out`) or
     first iterated (a new one) to its last row, it holds `out`'s `Lock`: a second process
     writing that file is refused.
@@ -128,6 +131,10 @@ class Sweep:
 
         import torch
 
+        if any(n > 1 for n in grid.values["fsdp"]) and torch.distributed.is_available() \
+                and torch.distributed.is_initialized():
+            raise UsageError("a sharded point's ranks are processes the sweep starts, in a process group of their "
+                             "own: run the sweep outside torch.distributed's (torchrun's ranks may shard it)", "fsdp")
         if threads is not None:
             torch.set_num_threads(threads)
         self.threads = threads
@@ -161,12 +168,13 @@ class Sweep:
 
     def unbounded(self) -> list[str]:
         """The users' variants and model builds whose points run in this process, where nothing
-        bounds their time (a hang hangs the sweep): none when the sweep isolates its points."""
+        bounds their time (a hang hangs the sweep): none when the sweep isolates its points (a
+        sharded point's ranks are bounded processes of their own)."""
         if self.isolate:
             return []
-        builds = [m for m in dict.fromkeys(p.model for p in self.points)
-                  if m != NO_MODEL and resolve_model(m).spec is None]
-        return variants.untrusted(dict.fromkeys(p.variant for p in self.points), self.device.name) + builds
+        here = [p for p in self.points if p.fsdp == 1]
+        builds = [m for m in dict.fromkeys(p.model for p in here) if m != NO_MODEL and resolve_model(m).spec is None]
+        return variants.untrusted(dict.fromkeys(p.variant for p in here), self.device.name) + builds
 
     def estimate(self) -> Estimate | None:
         """A floor on the time the points take (`Estimate`), from the rate a square matmul of
@@ -192,7 +200,8 @@ class Sweep:
 
         if self.isolate:
             return isolated(self.child, self.settings, self.timeout_s)
-        return functools.partial(run, settings=self.settings)
+        # a sharded point's ranks are processes of their own, bounded as an isolated point is
+        return functools.partial(run, settings=self.settings, child=self.child, timeout_s=POINT_TIMEOUT_S)
 
     def open(self) -> list[str]:
         """Open the CSV for appending (`__iter__` does it when not done yet; a cut-off last

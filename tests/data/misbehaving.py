@@ -28,3 +28,12 @@ def sleepy_loss(h, weight, targets):
 def abort_always_loss(h, weight, targets):
     """Aborts on any input, the smoke test's tiny problem too."""
     os.abort()
+
+
+def rank_1_loss(h, weight, targets):
+    """Raises on rank 1 of a process group (a sharded step's) alone, as a failure on one rank does."""
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_rank() == 1:
+        raise ValueError("rank 1 gives up")
+    return _dense(h, weight, targets)
