@@ -86,7 +86,6 @@ class StorageTracker(TorchDispatchMode):
         self.scope = ""  # what FSDP is doing, when its storages are made (`sharded.follow`): their op's name
         # a model's parameters and its optimizer's state in the target's memory, as the step starts (`meta.trace`)
         self.model: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
-        self.temporaries: Callable[[torch._ops.OpOverload, tuple], list[int]] | None = None
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)

@@ -73,8 +73,8 @@ def local(tensor: torch.Tensor) -> torch.Tensor:
     return getattr(tensor, "_local_tensor", tensor)
 
 
-def settle(root: Root, ids: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> None:
-    """Bring a sharded model to where its first step leaves it, at a third of a step's cost:
+def settle(root: nn.Module, ids: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> None:
+    """Bring a sharded model (its `Root`) to where its first step leaves it, for less than a step:
     FSDP's lazy setup (a forward without gradients, then every unit resharded) and the
     optimizer's state (a step on zero gradients, then the gradients set to None)."""
     from torch.distributed.fsdp import FSDPModule

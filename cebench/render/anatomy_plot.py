@@ -55,8 +55,8 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
     sharded = f" · FSDP ×{c.fsdp} (per rank)" if c.fsdp > 1 else ""
     title = (f"{c.model} · {c.optimizer} · {checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
              f"{c.dtype} · {c.device}")
-    width = int(ax.get_position().width * fig.get_figwidth() * CHARS_PER_INCH)  # centred over the axes alone
-    ax.set_title(textwrap.fill(title, width, break_long_words=False), fontsize=10)
+    chars = int(ax.get_position().width * fig.get_figwidth() * CHARS_PER_INCH)  # centred over the axes alone
+    ax.set_title(textwrap.fill(title, chars, break_long_words=False), fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), ncols=len(PARTS), fontsize=8, loc="outside lower center",
                frameon=False)
     try:
