@@ -14,8 +14,10 @@ import torch.distributed as dist
 from cebench import api
 from cebench.analyze.anatomy import anatomy
 from cebench.core.errors import UsageError
-from cebench.measure import series
+from cebench.measure import series, sharded
 from cebench.measure.meta import predict_peak
+from cebench.models import fsdp
+from cebench.models import training as training_mod
 from cebench.run.grid import GridOptions
 
 # 2 blocks of hidden 64 (4 heads, 2 key/value heads), an untied head of vocab 512: every parameter divides evenly
@@ -51,6 +53,31 @@ def test_the_world_leaves_the_process_as_it_found_it(tiny):
     hook = sys.excepthook
     predict_peak(config(tiny, variant="dense", fsdp=2))
     assert not dist.is_initialized() and gc.isenabled() and sys.excepthook is hook  # no '[rank0]:' on tracebacks
+
+
+def test_a_commands_predictions_share_one_world_and_its_models_to_the_same_bytes(tiny, monkeypatch):
+    """Inside a session (every command's), worlds of one size are opened once and a model is built once for every
+    shape and loss; each step leaves it as the first left it, so each answer is the one a world of its own gives."""
+    points = [config(tiny, variant=v, fsdp=2, batch=b) for v, b in (("dense", 2), ("chunked", 2), ("dense", 3))]
+    alone = [predict_peak(p) for p in points]
+    built = []
+    make_model = training_mod.make_model
+    monkeypatch.setattr(training_mod, "make_model", lambda *a, **k: built.append(1) or make_model(*a, **k))
+    with sharded.session():
+        assert [predict_peak(p) for p in points] == alone
+        assert dist.is_initialized() and gc.isenabled()  # kept open between traces, collecting as usual
+    assert len(built) == 1 and not dist.is_initialized()
+
+
+def test_a_step_that_fails_leaves_no_model_behind_in_the_session(tiny, monkeypatch):
+    point = config(tiny, variant="dense", fsdp=2)
+    with sharded.session():
+        expected = predict_peak(point)
+        monkeypatch.setattr(fsdp.Root, "forward", lambda self, ids, loss: self.body(ids))  # not a loss: backward fails
+        with pytest.raises(RuntimeError, match="scalar"):
+            predict_peak(point)
+        monkeypatch.undo()
+        assert predict_peak(point) == expected  # built and settled again, not taken half stepped
 
 
 def test_a_rank_holds_a_share_of_the_state_and_the_gather_of_whole_blocks(tiny):

@@ -86,12 +86,22 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
 
 def _anatomies(points: Any) -> Explained:
     """`explain` of a model's training step: each point's `Anatomy`, on meta."""
+    from cebench.measure.sharded import session
+
+    variants.smoke_test(points.variants, "cpu")
+    done: list[Anatomy] = []
+    skipped: dict[str, str] = {}
+    with session():  # the points' sharded steps share their fake world and models
+        _take_apart(points.expand(), done, skipped)
+    return Explained([], skipped, True, done)
+
+
+def _take_apart(points: Any, done: list[Anatomy], skipped: dict[str, str]) -> None:
+    """Each of `points`' `Anatomy` into `done`, or why not into `skipped` (label → why)."""
     from cebench.analyze.anatomy import anatomy
     from cebench.analyze.predict import unpredictable
 
-    variants.smoke_test(points.variants, "cpu")
-    done, skipped = [], {}
-    for point in points.expand():
+    for point in points:
         label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
         why = unpredictable(point)  # what cannot be predicted cannot be taken apart
         if why is None:
@@ -101,4 +111,3 @@ def _anatomies(points: Any) -> Explained:
                 why = describe(exc)
         if why is not None:
             skipped[label] = why
-    return Explained([], skipped, True, done)

@@ -33,6 +33,7 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
     from cebench.analyze.predict import predict as predict_point
     from cebench.core import devices
+    from cebench.measure.sharded import session
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     with time_limit(point_timeout):  # a user's build (resolved with the grid), smoke test and traces
@@ -42,7 +43,8 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
         variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
         expanded = points.expand()
         warn_meta_work(expanded, "predict")
-        rows = [predict_point(point) for point in expanded]
+        with session():  # the points' sharded steps share their fake world and models
+            rows = [predict_point(point) for point in expanded]
     if out is not None:
         with ResultWriter(Path(out)) as writer:
             for row in rows:
@@ -83,6 +85,7 @@ def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, g
     from cebench.analyze.predict import fit as fit_point
     from cebench.analyze.predict import unpredictable
     from cebench.core import devices
+    from cebench.measure.sharded import session
     from cebench.models.training import loss_alone
 
     device = devices.target(target, param="target").name
@@ -120,13 +123,14 @@ def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, g
         raise UsageError(f"no variant here can be predicted ({name}: {why})", "variant")
     warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
     fits = []
-    for point in points:
-        try:
-            fits.append(fit_point(point, budget, max_batch))
-        except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
-            if not point.has_model:  # the loss alone was predicted at batch 1: this is no user's model
-                raise
-            skipped[point.variant] = describe(exc)
+    with session():  # the points' sharded steps share their fake world and models
+        for point in points:
+            try:
+                fits.append(fit_point(point, budget, max_batch))
+            except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
+                if not point.has_model:  # the loss alone was predicted at batch 1: this is no user's model
+                    raise
+                skipped[point.variant] = describe(exc)
     if not fits:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")

@@ -38,7 +38,6 @@ from cebench.models.model import Model, resolve_model
 from cebench.store.schema import PREDICTED
 
 if TYPE_CHECKING:
-    from torch.distributed.device_mesh import DeviceMesh
     from torch.utils.flop_counter import FlopCounterMode
     from torch.utils.module_tracker import ModuleTracker
 
@@ -71,15 +70,21 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     are answered (`cebench.measure.data_reads`); so does the untracked step before it
     (`grads` keep). `layers`: a preset's or config.json's model built with that
     many blocks instead of its own (`cebench.measure.series` extrapolates along them)."""
-    with _world(config) as mesh:
-        return _trace(config, tracker_type, counter, layers, mesh)
+    with _world(config) as world:
+        try:
+            return _trace(config, tracker_type, counter, layers, world)
+        except BaseException:
+            if world is not None:  # a step that failed half way leaves its model anywhere
+                world.models.clear()
+            raise
 
 
 def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCounterMode | None, layers: int | None,
-           mesh: DeviceMesh | None) -> tuple[StorageTracker, int, int | None]:
-    """`trace`, the model sharded over `mesh` when given (in `sharded.fake_world`)."""
+           world: sharded.World | None) -> tuple[StorageTracker, int, int | None]:
+    """`trace`, the model sharded in `world` when given (`sharded.fake_world`)."""
     target = devices.get(config.device)
-    steady = _steady(config, layers, mesh)
+    steady = _steady(config, layers, world)
+    mesh = None if world is None else world.mesh
     on = _on(config, mesh is not None)
     answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
     answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX)
@@ -144,23 +149,32 @@ class _Steady:
     training: training_mod.Training | None
 
 
-def _steady(config: Config, layers: int | None = None, mesh: DeviceMesh | None = None) -> _Steady:
+def _steady(config: Config, layers: int | None = None, world: sharded.World | None = None) -> _Steady:
     """`config`'s step on `meta` in steady state: with `grads` keep, `warm` runs one untracked
     step first; a model's optimizer state is as `_model` gives it, with `layers` blocks
-    (None: its own). A model sharded over `mesh` (fake tensors in `sharded.fake_world`) is
-    built for this step alone, and `warm` runs its first step (FSDP's lazy setup, the
-    optimizer's state)."""
+    (None: its own). A model sharded in `world` (fake tensors, `sharded.fake_world`) is the
+    one kept there for the steps of every shape and loss, else built there, and then `warm`
+    brings it where a first step leaves it (FSDP's lazy setup, the optimizer's state), as
+    every traced step leaves it again."""
     if config.has_model:
         fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
         model = with_layers(resolve_model(config.model), layers)
         kind = devices.get(config.device).kind
-        if mesh is not None:
-            built = training_mod.make_model(model, torch.device("cpu"), torch_dtype(config.dtype), config.optimizer,
-                                            config.activation_checkpointing, kind, mesh, stand_in=True)
+        if world is not None:
+            key = (model, config.dtype, kind, config.optimizer, config.activation_checkpointing)
+            kept = world.models.get(key)
+            built = kept or training_mod.make_model(model, torch.device("cpu"), torch_dtype(config.dtype),
+                                                    config.optimizer, config.activation_checkpointing, kind,
+                                                    world.mesh, stand_in=True)
             training = training_mod.make(config, device="cpu", model=built)
+
+            def settle() -> None:
+                if kept is None:
+                    fsdp.settle(training.built.body, training.ids, training.optimizer)
+                    world.models[key] = built
+
             return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
-                           functools.partial(fsdp.settle, training.built.body, training.ids, training.optimizer),
-                           training.tensors, training)
+                           settle, training.tensors, training)
         training = training_mod.make(config, device="meta", model=_model(model, config.dtype, kind, config.optimizer,
                                                                          config.activation_checkpointing))
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
@@ -229,14 +243,14 @@ def _host_state(training: training_mod.Training | None, host_counts: bool) -> se
 
 
 @contextlib.contextmanager
-def _world(config: Config) -> Iterator[DeviceMesh | None]:
-    """The mesh a step of `config` is sharded over: rank 0 of a fake world of `config.fsdp`
+def _world(config: Config) -> Iterator[sharded.World | None]:
+    """The world a step of `config` is sharded in: rank 0 of a fake world of `config.fsdp`
     ranks (`sharded.fake_world`), or None for an unsharded step."""
     if config.fsdp == 1 or not config.has_model:
         yield None
         return
-    with sharded.fake_world(config.fsdp) as mesh:
-        yield mesh
+    with sharded.fake_world(config.fsdp) as world:
+        yield world
 
 
 def with_layers(model: Model, layers: int | None) -> Model:

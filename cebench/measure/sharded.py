@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -30,6 +31,7 @@ import torch
 from cebench.measure.patched import patched
 
 if TYPE_CHECKING:
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.device_mesh import DeviceMesh
 
 # Ops that write into the outputs they are given and allocate nothing else (FSDP2's are defined with
@@ -99,13 +101,73 @@ def follow(tracker: Follower) -> Iterator[None]:
         yield
 
 
+@dataclass
+class World:
+    """Rank 0 of a fake world of `size` ranks: the CPU device `mesh` to shard over, the fake
+    `mode` its tensors live in, and what callers keep in it (`models`: a model built and
+    settled there, by their key), which lives as long as the world."""
+
+    size: int
+    mesh: DeviceMesh
+    mode: FakeTensorMode
+    models: dict[Hashable, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Session:
+    world: World | None = None
+
+
+_session: list[_Session] = []  # the open session (`session`), if any
+
+
 @contextlib.contextmanager
-def fake_world(world: int, rank: int = 0) -> Iterator[DeviceMesh]:
-    """Rank `rank` of a fake process group of `world` ranks in this process, under
-    `FakeTensorMode`: yields the CPU device mesh to shard over. The cyclic garbage collector
-    waits meanwhile, so that its timing cannot reorder the frees of two traces that a
-    `cebench.measure.series` aligns (no peak was seen to change). `RuntimeError` inside a
-    process group: a measured rank predicts nothing."""
+def session() -> Iterator[None]:
+    """Keep the last fake world `fake_world` opened until the end of the block (and what was
+    kept in it), for the next sharded step of the same size: a command's predictions share
+    it, the models built in it too (building and settling a sharded model costs as much as
+    the traced step). Closed on exit, or when a step of another size needs its own; nested
+    blocks are one session."""
+    if _session:
+        yield
+        return
+    _session.append(_Session())
+    try:
+        yield
+    finally:
+        kept = _session.pop().world
+        if kept is not None:
+            _close(kept)
+
+
+@contextlib.contextmanager
+def fake_world(world: int) -> Iterator[World]:
+    """Rank 0 of a fake process group of `world` ranks in this process, under its
+    `FakeTensorMode`: a new one, closed on exit, or inside a `session` the one it keeps.
+    The cyclic garbage collector waits meanwhile, so that its timing cannot reorder the frees
+    of two traces that a `cebench.measure.series` aligns (no peak was seen to change).
+    `RuntimeError` inside a process group: a measured rank predicts nothing."""
+    current = _session[-1] if _session else None
+    if current is None:
+        opened = _open(world)
+    else:
+        if current.world is not None and current.world.size != world:
+            _close(current.world)
+            current.world = None
+        opened = current.world = current.world or _open(world)
+    collecting = gc.isenabled()
+    gc.disable()  # FSDP's steps leave garbage in cycles: collected at times that reorder the trace's frees
+    try:
+        with opened.mode:
+            yield opened
+    finally:
+        if current is None:
+            _close(opened)
+        if collecting:
+            gc.enable()
+
+
+def _open(world: int) -> World:
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.device_mesh import init_device_mesh
@@ -113,15 +175,14 @@ def fake_world(world: int, rank: int = 0) -> Iterator[DeviceMesh]:
     if dist.is_initialized():
         raise RuntimeError("a sharded step is predicted in a process outside any process group")
     hook = sys.excepthook  # each process group's start prefixes tracebacks with its rank, for good
-    dist.init_process_group("fake", rank=rank, world_size=world)
-    collecting = gc.isenabled()
-    gc.disable()  # FSDP's steps leave garbage in cycles: collected at times that reorder the trace's frees
-    try:
-        mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
-        with FakeTensorMode(allow_non_fake_inputs=True):
-            yield mesh
-    finally:
-        dist.destroy_process_group()
-        sys.excepthook = hook
-        if collecting:
-            gc.enable()
+    dist.init_process_group("fake", rank=0, world_size=world)
+    sys.excepthook = hook
+    mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
+    return World(world, mesh, FakeTensorMode(allow_non_fake_inputs=True))
+
+
+def _close(world: World) -> None:
+    import torch.distributed as dist
+
+    world.models.clear()
+    dist.destroy_process_group()
