@@ -86,28 +86,21 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
 
 def _anatomies(points: Any) -> Explained:
     """`explain` of a model's training step: each point's `Anatomy`, on meta."""
+    from cebench.analyze.anatomy import anatomy
+    from cebench.analyze.predict import unpredictable
     from cebench.measure.sharded import session
 
     variants.smoke_test(points.variants, "cpu")
-    done: list[Anatomy] = []
-    skipped: dict[str, str] = {}
+    done, skipped = [], {}
     with session():  # the points' sharded steps share their fake world and models
-        _take_apart(points.expand(), done, skipped)
+        for point in points.expand():
+            label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
+            why = unpredictable(point)  # what cannot be predicted cannot be taken apart
+            if why is None:
+                try:
+                    done.append(anatomy(point))
+                except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
+                    why = describe(exc)
+            if why is not None:
+                skipped[label] = why
     return Explained([], skipped, True, done)
-
-
-def _take_apart(points: Any, done: list[Anatomy], skipped: dict[str, str]) -> None:
-    """Each of `points`' `Anatomy` into `done`, or why not into `skipped` (label → why)."""
-    from cebench.analyze.anatomy import anatomy
-    from cebench.analyze.predict import unpredictable
-
-    for point in points:
-        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
-        why = unpredictable(point)  # what cannot be predicted cannot be taken apart
-        if why is None:
-            try:
-                done.append(anatomy(point))
-            except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
-                why = describe(exc)
-        if why is not None:
-            skipped[label] = why

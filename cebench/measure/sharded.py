@@ -168,6 +168,7 @@ def fake_world(world: int) -> Iterator[World]:
 
 
 def _open(world: int) -> World:
+    """A new fake world of `world` ranks (`fake_world`)."""
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.device_mesh import init_device_mesh
@@ -177,12 +178,16 @@ def _open(world: int) -> World:
     hook = sys.excepthook  # each process group's start prefixes tracebacks with its rank, for good
     dist.init_process_group("fake", rank=0, world_size=world)
     sys.excepthook = hook
-    mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
+    try:
+        mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
+    except BaseException:
+        dist.destroy_process_group()
+        raise
     return World(world, mesh, FakeTensorMode(allow_non_fake_inputs=True))
 
 
 def _close(world: World) -> None:
+    """Destroy `world`'s process group (what was kept in it goes with it)."""
     import torch.distributed as dist
 
-    world.models.clear()
     dist.destroy_process_group()
