@@ -8,7 +8,8 @@
 # the CPU build torch==2.13.0 is installed before cebench (never an unpinned CUDA build).
 # `make test` also installs Liger-Kernel, Cut Cross-Entropy and, where none is importable,
 # Triton, all with --no-deps (their own requirements would pull an unpinned torch): the
-# suite checks Liger's kernels on this CPU under Triton's interpreter, and predicts both on meta.
+# suite checks Liger's kernels on this CPU under Triton's interpreter, and predicts both on meta;
+# and transformers (cebench[hf], which needs no torch of its own) for the `hf:` models.
 # The tests that reproduce published figures install the older Liger releases that measured
 # them themselves, --no-deps, into a cache reused by later runs (tests/peer_releases.py).
 
@@ -19,6 +20,7 @@ TORCH_CPU ?= torch==2.13.0
 TRITON ?= triton==3.9.0
 LIGER ?= liger-kernel==0.8.5
 CCE ?= cut-cross-entropy==25.1.1
+TRANSFORMERS ?= transformers==5.25.0
 ARGS ?=
 # The gate's grid: eager variants on CPU, tiny shapes (seconds), one pinned thread.
 # CPU allocator bytes are deterministic for a given torch, hence a 0 % tolerance.
@@ -42,6 +44,7 @@ sweep: install
 $(VENV)/.peers: $(VENV)/.installed
 	$(PY) -c "import triton" 2>/dev/null || $(PY) -m pip install --quiet --no-deps "$(TRITON)"
 	$(PY) -m pip install --quiet --no-deps "$(LIGER)" "$(CCE)"
+	$(PY) -m pip install --quiet "$(TRANSFORMERS)"
 	touch $@
 
 install-peers: $(VENV)/.peers

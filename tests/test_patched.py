@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from cebench.measure.patched import patched
+from cebench.core.patched import patched
 
 
 class Base:

@@ -321,8 +321,11 @@ class Axis:
 
 
 def _file_name(model: object) -> str:
-    """A model by its file's name ('llama.json' for 'configs/llama.json'): the CSV keeps the path whole."""
-    return str(model).rsplit("/", 1)[-1]
+    """A model by its file's name ('llama.json' for 'configs/llama.json', 'hf:llama.json' for
+    'hf:configs/llama.json'): the CSV keeps the path whole."""
+    text = str(model)
+    prefix = "hf:" if text.startswith("hf:") else ""
+    return prefix + text.rsplit("/", 1)[-1]
 
 
 _MODEL_STEP = ("model", "applies to a model's training step")
@@ -395,11 +398,13 @@ AXES: tuple[Axis, ...] = (
     # optimizer and activation checkpointing; a loss alone has neither.
     Axis(name="model", type=str, role=Role.MODEL, parse=parse_models, defaults={"*": NO_MODEL}, off=NO_MODEL,
          help="Models whose training step the loss runs in, comma-separated: a preset (cebench models), a Hugging "
-              "Face config.json, or path/to/file.py:build / package.module:build; the model sets vocab and d_model.",
-         one="Model whose training step the loss runs in: a preset (cebench models), a config.json, or "
-             "file.py:build / package.module:build.",
-         doc="the model whose training step the loss ran in (a preset, a config.json path or a build); `none`: the "
-             "loss alone", added=6, metavar="MODEL", label=_file_name, short="{}"),
+              "Face config.json (cebench's decoder), either after hf: (the transformers model itself; :no-dropout, "
+              ":no-cache after it turn those off), or path/to/file.py:build / package.module:build; the model sets "
+              "vocab and d_model.",
+         one="Model whose training step the loss runs in: a preset (cebench models), a config.json, either after "
+             "hf: (the transformers model), or file.py:build / package.module:build.",
+         doc="the model whose training step the loss ran in (a preset, a config.json path, either after `hf:`, or a "
+             "build); `none`: the loss alone", added=6, metavar="MODEL", label=_file_name, short="{}"),
     Axis(name="optimizer", type=Optimizer, role=Role.MODEL, parse=choices(Optimizer), defaults={"*": "adamw"},
          off=Optimizer.NONE, help="Optimizers of the model's step: none, sgd, adamw (torch.optim's, default "
                                   "settings); with --model.",

@@ -109,6 +109,21 @@ LIGER_PARAMETERS: dict[str, tuple[str, object]] = {"softcap": ("softcap", None),
                                                    "reduction": ("reduction", "mean")}
 
 
+def transformers_causal_lm_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                                ce_chunk: int | None = None, *, softcap: float = 0.0) -> torch.Tensor:
+    """A transformers causal LM's own loss, as its forward computes it from hidden states:
+    the head's logits in the model's dtype (`softcap` c: c·tanh(logits / c), Gemma 2's),
+    then transformers' `ForCausalLMLoss` (an fp32 upcast, cross-entropy averaged over the
+    real targets) on targets already shifted (`shift_labels`), as a training loop that
+    shifts its labels itself passes them. `ce_chunk` is ignored."""
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    logits = F.linear(h, weight)
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    return ForCausalLMLoss(logits, None, weight.shape[0], ignore_index=IGNORE_INDEX, shift_labels=targets)
+
+
 def liger_fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                                      ce_chunk: int | None = None, *, softcap: float = 0.0,
                                      label_smoothing: float = 0.0, z_loss: float = 0.0,

@@ -313,6 +313,10 @@ register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunke
                                 "every log-sum-exp, tanh for a softcap), which it does not implement",
                  requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),)),
                  triton_kernels=True, kernel_matmuls=True, supports=frozenset({"softcap", "reduction"})))
+register(Variant("hf-loss", LOSS, f"{_IMPL}:transformers_causal_lm_loss", chunked=False, compiled=False,
+                 summary="transformers' own causal-LM loss: lm_head logits, ForCausalLMLoss (fp32 upcast)",
+                 requires=Requires(packages=(("transformers", "transformers (or cebench[hf])"),)), on_request=True,
+                 supports=frozenset({"softcap"}), affine_in_rows=True))
 register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
                  summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True,
                  affine_in_rows=True))

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from cebench.measure.patched import patched
+from cebench.core.patched import patched
 
 
 def _compiled(module: object) -> dict[str, Callable[..., Any]]:

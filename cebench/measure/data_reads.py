@@ -57,7 +57,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cebench.measure.patched import patched
+from cebench.core.patched import patched
 
 aten = torch.ops.aten
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from cebench.core import targets
-from cebench.measure.patched import patched
+from cebench.core.patched import patched
 
 # The modules whose code sees the target: the peers' own Python (module name prefixes).
 PEERS: tuple[str, ...] = ("torch.nn.modules.linear_cross_entropy", "liger_kernel", "cut_cross_entropy")

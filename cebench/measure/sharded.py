@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from cebench.measure.patched import patched
+from cebench.core.patched import patched
 
 if TYPE_CHECKING:
     from torch._subclasses.fake_tensor import FakeTensorMode

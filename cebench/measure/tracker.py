@@ -31,8 +31,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
+from cebench.core.patched import patched
 from cebench.measure.op_cache import OpCache
-from cebench.measure.patched import patched
 from cebench.measure.sharded import WRITES_INTO
 from cebench.measure.timeline import (
     BACKWARD,

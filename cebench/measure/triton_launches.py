@@ -32,7 +32,7 @@ from typing import Any
 from torch.utils._pytree import tree_flatten
 
 from cebench.core import interpreter
-from cebench.measure.patched import patched
+from cebench.core.patched import patched
 
 # The peer packages whose Python the trace follows around skipped launches, and the versions
 # whose code cebench's rules (`cebench.measure.data_reads`, `cebench.measure.device_view`, their

@@ -9,43 +9,76 @@ backward's fp32 accumulators) is not an op's output, so a prediction does not se
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 FLASH_CPU, FLASH, EFFICIENT = "flash-cpu", "flash", "efficient"
+_SDPA = F.scaled_dot_product_attention  # torch's own, whatever stands in for it while a model runs
 
 
-def kernel_for(kind: str, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int) -> str | None:
-    """The kernel a device of `kind` ('cpu', 'cuda') runs for causal attention of these
-    sizes (None: the math fallback). CPU: what torch here chooses, asked on a tiny problem;
-    CUDA: flash for fp16/bf16 with head_dim a multiple of 8 up to 256, else memory-efficient
-    for head_dim a multiple of 8 (its grouped-query support is the flash kernel's alone)."""
+def kernel_for(kind: str, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int, *, dropout: float = 0.0,
+               mask: bool = False) -> str | None:
+    """The kernel a device of `kind` ('cpu', 'cuda') runs for attention of these sizes with
+    `dropout` and (`mask`) an explicit mask, else causal (None: the math fallback). CPU: what
+    torch here chooses, asked on a tiny problem (outside any dispatch mode: a trace's
+    tracker does not see it); CUDA: flash for fp16/bf16 with head_dim a multiple of 8 up
+    to 256 and no mask, else memory-efficient for head_dim a multiple of 8 (its
+    grouped-query support is the flash kernel's alone)."""
     if kind == "cpu":
-        from torch.nn.attention import SDPBackend
-
-        q = torch.zeros(1, heads, 2, head_dim, dtype=dtype)
-        kv = torch.zeros(1, kv_heads, 2, head_dim, dtype=dtype)
-        choice = torch._fused_sdp_choice(q, kv, kv, is_causal=True, enable_gqa=kv_heads != heads)
-        return FLASH_CPU if choice == SDPBackend.FLASH_ATTENTION.value else None
+        return _cpu_kernel(dtype, heads, kv_heads, head_dim, dropout > 0, mask)
     aligned = head_dim % 8 == 0
-    if dtype in (torch.float16, torch.bfloat16) and aligned and head_dim <= 256:
+    if dtype in (torch.float16, torch.bfloat16) and aligned and head_dim <= 256 and not mask:
         return FLASH
     return EFFICIENT if aligned and kv_heads == heads else None
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None, kernel: str | None) -> torch.Tensor:
-    """Causal attention of (batch, heads, context, head_dim) q and (batch, kv_heads, ...) k, v
-    (grouped-query when kv_heads < heads) with `kernel` (None: whichever
-    `F.scaled_dot_product_attention` picks on these tensors)."""
+def repeats_kv(kind: str, dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether a model repeats grouped key/value heads per query head before attention on a
+    device of `kind`, so that the kernel it wants runs: only where that kernel cannot take
+    them grouped (CUDA's memory-efficient kernel, fp32's), which would otherwise fall to
+    the math kernel; a CPU's flash kernel takes them grouped."""
+    return kind != "cpu" and kernel_for(kind, dtype, 2, 1, head_dim) is None \
+        and kernel_for(kind, dtype, 2, 2, head_dim) is not None
+
+
+@functools.cache
+def _cpu_kernel(dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int, dropout: bool,
+                mask: bool) -> str | None:
+    from torch.nn.attention import SDPBackend
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        q = torch.zeros(1, heads, 2, head_dim, dtype=dtype, device="cpu")
+        kv = torch.zeros(1, kv_heads, 2, head_dim, dtype=dtype, device="cpu")
+        bias = torch.ones(2, 2, dtype=torch.bool, device="cpu") if mask else None
+        choice = torch._fused_sdp_choice(q, kv, kv, attn_mask=bias, dropout_p=0.5 if dropout else 0.0,
+                                         is_causal=not mask, enable_gqa=kv_heads != heads)
+    return FLASH_CPU if choice == SDPBackend.FLASH_ATTENTION.value else None
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None, kernel: str | None, *,
+           mask: torch.Tensor | None = None, dropout: float = 0.0, causal: bool = True) -> torch.Tensor:
+    """Attention of (batch, heads, context, head_dim) q and (batch, kv_heads, ...) k, v
+    (grouped-query when kv_heads < heads), causal or under `mask`, with `dropout`, run by
+    `kernel` (None: whichever `F.scaled_dot_product_attention` picks on these tensors)."""
     aten = torch.ops.aten
     if kernel == FLASH_CPU:
-        return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True, scale=scale)[0]
+        return aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout, causal, attn_mask=mask,
+                                                                scale=scale)[0]
     if kernel == FLASH:
-        return aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)[0]
+        return aten._scaled_dot_product_flash_attention(q, k, v, dropout, causal, False, scale=scale)[0]
     if kernel == EFFICIENT:
-        return aten._scaled_dot_product_efficient_attention(q, k, v, None, q.requires_grad, 0.0, True,
+        bias = None if mask is None else _additive(mask, q.dtype)
+        return aten._scaled_dot_product_efficient_attention(q, k, v, bias, q.requires_grad, dropout, causal,
                                                             scale=scale)[0]
     gqa: dict[str, Any] = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, **gqa)
+    return _SDPA(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal, scale=scale, **gqa)
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask (True: attend) as the additive bias the efficient kernel takes, as
+    `F.scaled_dot_product_attention` converts it."""
+    return mask if mask.dtype != torch.bool else torch.zeros_like(mask, dtype=dtype).masked_fill(~mask, -torch.inf)

@@ -1,17 +1,19 @@
 """cebench's reference decoder, written plainly in torch, for a `ModelSpec`.
 
-Token embedding (GPT-2: plus learned positions; Gemma 2: times sqrt(d_model)), then per
+Token embedding (GPT-2: plus learned positions; Gemma 2: times sqrt(d_model)), dropout
+where the config sets it (GPT-2: embeddings, attention weights, each branch's output), then per
 block norm → causal attention through `F.scaled_dot_product_attention` → MLP, each added
 back to the residual stream (Gemma 2 also normalises each branch's output), then a final
 norm. Llama-style blocks use RMSNorm (computed in fp32), RoPE and SwiGLU; GPT-2 blocks
 LayerNorm and a GELU MLP with biases. What `cebench.models.spec` says is left out is left
 out here too.
 
-Grouped-query attention: in fp16 and bf16 the key/value heads go to the kernel as they are
-(`enable_gqa`, which CUDA's flash kernel takes); in fp32 they are first repeated per
-group, because CUDA's memory-efficient kernel (fp32's) refuses `enable_gqa` and the step
-would fall to the math kernel, which materialises batch × heads × context² scores. The
-choice rests on the dtype alone, so a build on `meta` runs what a real device runs.
+Grouped-query attention: the key/value heads go to the kernel as they are (`enable_gqa`)
+unless the device's kernel cannot take them so (`attention.repeats_kv`): on CUDA in fp32 they
+are first repeated per group, because the memory-efficient kernel (fp32's) refuses
+`enable_gqa` and the step would fall to the math kernel, which materialises batch × heads ×
+context² scores; a CPU's flash kernel takes them grouped in every dtype. The choice rests on
+the kind of device and the dtype, so a build on `meta` runs what the real device runs.
 
 Built on `meta` it allocates nothing; on a real device its weights are drawn from
 N(0, initializer_range²) (norms: 1, Gemma's 1 + weight: 0; biases: 0).
@@ -29,7 +31,7 @@ from torch.torch_version import TorchVersion
 from torch.utils.checkpoint import checkpoint
 
 from cebench.core.errors import UsageError
-from cebench.models.attention import attend, kernel_for
+from cebench.models.attention import attend, kernel_for, repeats_kv
 from cebench.models.spec import Family, ModelSpec
 
 _SDPA_GQA = TorchVersion(torch.__version__) >= "2.5"  # has enable_gqa (older releases: k, v always repeated)
@@ -52,7 +54,8 @@ class Decoder(nn.Module):
         self.embed = nn.Embedding(spec.vocab, spec.d_model, **factory)
         gpt2 = spec.family == Family.GPT2
         self.positions = nn.Embedding(spec.max_positions, spec.d_model, **factory) if gpt2 else None
-        self.blocks = nn.ModuleList(Block(spec, factory, attention) for _ in range(spec.n_layers))
+        kind = attention or torch.device(device if device is not None else "cpu").type
+        self.blocks = nn.ModuleList(Block(spec, factory, kind, attention is not None) for _ in range(spec.n_layers))
         self.norm = _norm(spec, factory)
         self.lm_head = None if spec.tied else nn.Parameter(torch.empty(spec.vocab, spec.d_model, **factory))
         if device is None or torch.device(device).type != "meta":  # on meta there are no values to draw
@@ -76,6 +79,8 @@ class Decoder(nn.Module):
             rope = _rope(context, self.spec, ids.device, x.dtype)
         if self.spec.family == Family.GEMMA2:
             x = x * math.sqrt(self.spec.d_model)
+        if self.spec.embed_dropout:
+            x = F.dropout(x, self.spec.embed_dropout, self.training)
         for block in self.blocks:
             if self.checkpointing and torch.is_grad_enabled():
                 x = checkpoint(block, x, rope, use_reentrant=False)
@@ -98,31 +103,38 @@ class Block(nn.Module):
     """One decoder block: x + attention(norm(x)), then + mlp(norm(x)); Gemma 2 normalises
     each branch's output too."""
 
-    def __init__(self, spec: ModelSpec, factory: dict, attention: str | None) -> None:
+    def __init__(self, spec: ModelSpec, factory: dict, kind: str, by_name: bool) -> None:
         super().__init__()
         gemma = spec.family == Family.GEMMA2
-        self.attn_norm, self.attn = _norm(spec, factory), Attention(spec, factory, attention)
+        self.attn_norm, self.attn = _norm(spec, factory), Attention(spec, factory, kind, by_name)
         self.mlp_norm, self.mlp = _norm(spec, factory), MLP(spec, factory)
         self.attn_out_norm = _norm(spec, factory) if gemma else nn.Identity()
         self.mlp_out_norm = _norm(spec, factory) if gemma else nn.Identity()
+        self.dropout = spec.resid_dropout
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        x = x + self.attn_out_norm(self.attn(self.attn_norm(x), rope))
-        return x + self.mlp_out_norm(self.mlp(self.mlp_norm(x)))
+        x = x + self.attn_out_norm(self._drop(self.attn(self.attn_norm(x), rope)))
+        return x + self.mlp_out_norm(self._drop(self.mlp(self.mlp_norm(x))))
+
+    def _drop(self, x: torch.Tensor) -> torch.Tensor:
+        """A branch's output under resid dropout (training only)."""
+        return F.dropout(x, self.dropout, self.training) if self.dropout else x
 
 
 class Attention(nn.Module):
     """Causal multi-head attention with n_kv_heads key/value heads (grouped-query when fewer
-    than n_heads), RoPE on q and k when the spec has a rope_theta; `attention` as `Decoder` takes it."""
+    than n_heads), RoPE on q and k when the spec has a rope_theta, on a device of `kind`
+    ('cpu', 'cuda'); `by_name`: its kernel called by name, as a step on `meta` must."""
 
-    def __init__(self, spec: ModelSpec, factory: dict, attention: str | None) -> None:
+    def __init__(self, spec: ModelSpec, factory: dict, kind: str, by_name: bool) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = spec.n_heads, spec.n_kv_heads, spec.head_dim
         dtype = factory["dtype"] or torch.get_default_dtype()
-        self.repeat_kv = spec.n_kv_heads != spec.n_heads and not (_SDPA_GQA and dtype in (torch.float16,
-                                                                                         torch.bfloat16))
+        self.repeat_kv = spec.n_kv_heads != spec.n_heads and (not _SDPA_GQA or repeats_kv(kind, dtype, spec.head_dim))
         kv_heads = spec.n_heads if self.repeat_kv else spec.n_kv_heads
-        self.kernel = None if attention is None else kernel_for(attention, dtype, spec.n_heads, kv_heads, spec.head_dim)
+        self.dropout = spec.attn_dropout
+        self.kernel = kernel_for(kind, dtype, spec.n_heads, kv_heads, spec.head_dim,
+                                 dropout=self.dropout) if by_name else None
         self.scale = spec.attn_scale
         self.q = nn.Linear(spec.d_model, spec.n_heads * spec.head_dim, bias=spec.qkv_bias, **factory)
         self.k = nn.Linear(spec.d_model, spec.n_kv_heads * spec.head_dim, bias=spec.qkv_bias, **factory)
@@ -137,7 +149,7 @@ class Attention(nn.Module):
             q, k = _rotate(q, *rope), _rotate(k, *rope)
         if self.repeat_kv:
             k, v = (t.repeat_interleave(self.n_heads // self.n_kv_heads, dim=1) for t in (k, v))  # see the module
-        out = attend(q, k, v, self.scale, self.kernel)
+        out = attend(q, k, v, self.scale, self.kernel, dropout=self.dropout if self.training else 0.0)
         return self.o(out.transpose(1, 2).reshape(batch, context, self.n_heads * self.head_dim))
 
 
@@ -151,7 +163,8 @@ class MLP(nn.Module):
         self.up = nn.Linear(spec.d_model, spec.d_ff, bias=spec.mlp_bias, **factory)
         self.down = nn.Linear(spec.d_ff, spec.d_model, bias=spec.mlp_bias, **factory)
         activations: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"silu": F.silu, "gelu": F.gelu,
-                                                                          "gelu_tanh": _gelu_tanh}
+                                                                          "gelu_tanh": _gelu_tanh,
+                                                                          "gelu_new": _gelu_new}
         self.activation = activations[spec.activation]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -185,6 +198,12 @@ def _norm(spec: ModelSpec, factory: dict) -> nn.Module:
 
 def _gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")
+
+
+def _gelu_new(x: torch.Tensor) -> torch.Tensor:
+    """The tanh approximation of GELU in separate ops, as transformers' `gelu_new` (GPT-2's)
+    writes it: each op's saved input is kept for backward."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
 def _rope(context: int, spec: ModelSpec, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:

@@ -1,9 +1,11 @@
-"""One name for a model, whatever it is: a preset, a `config.json` path, or a user's build.
+"""One name for a model, whatever it is: a preset, a `config.json` path, the transformers
+model of either (`hf:` before it), or a user's build.
 
 Presets are Hugging Face `config.json` files shipped in `cebench/models/presets/` (the
 published files' fields, less transformers' bookkeeping such as `transformers_version`);
 cebench builds its reference decoder (`cebench.models.decoder`) for them and for any
-config file, and calls a user's `build()` (`cebench.models.contract`) for the rest.
+config file, the `transformers` model itself for ``hf:`` (`cebench.models.hf`), and calls a
+user's `build()` (`cebench.models.contract`) for the rest.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from cebench.core.devices import out_of_memory
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import user_code
 from cebench.losses.loader import import_object, is_spec
+from cebench.models import hf as hf_mod
 from cebench.models.contract import Built, check
 from cebench.models.spec import ModelSpec, parse, read_config
 
@@ -50,11 +53,12 @@ PRESETS: dict[str, Preset] = {
 
 @dataclass(frozen=True)
 class Model:
-    """A model a step runs: `name` as given (a preset, a config path or a build spec),
-    `source` where its numbers come from, `spec` its shape (None for a user's build), and
-    `n_params` its parameters' elements, a tied head counted once; `vocab` and `d_model` the
-    head weight's shape; `softcap` the final-logit softcap its loss applies (0: none; a
-    user's build: none)."""
+    """A model a step runs: `name` as given (a preset, a config path, either after `hf:`,
+    or a build spec), `source` where its numbers come from, `spec` its shape (None for a
+    user's build), `hf` its transformers config when transformers builds it (else cebench's
+    reference decoder does, or the user's build), and `n_params` its parameters' elements,
+    a tied head counted once; `vocab` and `d_model` the head weight's shape; `softcap` the
+    final-logit softcap its loss applies (0: none; a user's build: none)."""
 
     name: str
     source: str
@@ -62,15 +66,20 @@ class Model:
     n_params: int
     vocab: int
     d_model: int
+    hf: hf_mod.HF | None = None
 
     def build(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None, *,
               checkpointing: bool = False, attention: str | None = None) -> Built:
         """Its body and head weight on `device` (`meta`: nothing allocated), floating
         parameters in `dtype` (None: as built). `checkpointing`: each block of the
-        reference decoder under `torch.utils.checkpoint`; a user's build checkpoints its
-        own (`UsageError`). `attention`: the reference decoder's attention kernel
-        (`cebench.models.attention`; None: whichever `F.scaled_dot_product_attention` picks);
-        a user's body runs its own."""
+        reference decoder under `torch.utils.checkpoint` (a transformers model: its own
+        gradient checkpointing); a user's build checkpoints its own (`UsageError`).
+        `attention`: the kind of device whose attention kernel the model calls by name
+        (`cebench.models.attention`), as on `meta` it must (None: whichever
+        `F.scaled_dot_product_attention` picks); a user's body runs its own."""
+        if self.hf is not None and self.spec is not None:
+            return hf_mod.build(self.hf, self.spec.n_layers, device, dtype, checkpointing=checkpointing,
+                                attention=attention)
         if self.spec is not None:
             from cebench.models.decoder import Decoder
 
@@ -89,11 +98,13 @@ class Model:
 
 def resolve_model(text: str) -> Model:
     """The model `text` names: a preset (PRESETS), a path to a Hugging Face config.json
-    (read, never downloaded), or ``path/to/file.py:build`` / ``pkg.mod:build`` (imported,
-    called and checked on meta). `UsageError` (param 'model') when it names nothing usable.
-    Resolved once per process while the file it names stays as it was (a build's module,
-    like any Python module, is imported once per process)."""
-    file = Path(text if text.endswith(".json") or Path(text).is_file() else text.rpartition(":")[0])
+    (read, never downloaded), either after ``hf:`` (the transformers model, `cebench.models.hf`),
+    or ``path/to/file.py:build`` / ``pkg.mod:build`` (imported, called and checked on meta).
+    `UsageError` (param 'model') when it names nothing usable. Resolved once per process
+    while the file it names stays as it was (a build's module, like any Python module, is
+    imported once per process)."""
+    name = hf_mod.split(text)[0] if text.startswith(hf_mod.PREFIX) else text
+    file = Path(name if name.endswith(".json") or Path(name).is_file() else name.rpartition(":")[0])
     stamp = file.stat().st_mtime_ns if file.is_file() else None
     return _resolve(text, str(file.resolve()) if stamp is not None else "", stamp)
 
@@ -102,9 +113,10 @@ def resolve_model(text: str) -> Model:
 def _resolve(text: str, where: str, stamp: int | None) -> Model:
     """`resolve_model(text)`, cached by the file it names (`where`, '' for none) and that
     file's modification time (`stamp`)."""
+    if text.startswith(hf_mod.PREFIX):
+        return _hf_model(text)
     if text in PRESETS:
-        config = json.loads((files("cebench.models") / "presets" / f"{text}.json").read_text(encoding="utf-8"))
-        return _decoder_model(text, PRESETS[text].source, parse(config, text))
+        return _decoder_model(text, PRESETS[text].source, parse(_preset_config(text), text))
     if text.endswith(".py"):
         raise UsageError(f"{text}: a Python file names the function that builds the model: {text}:build", "model")
     if text.endswith(".json") or Path(text).is_file():
@@ -113,7 +125,8 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
         built = _build(text, "meta", None)
         return Model(text, f"user build {text}", None, built.n_params, built.vocab, built.d_model)
     raise UsageError(f"unknown model '{text}' (choose from {', '.join(PRESETS)}; or give path/to/config.json, "
-                     "path/to/file.py:build or package.module:build)", "model")
+                     f"either after {hf_mod.PREFIX} for the transformers model, path/to/file.py:build or "
+                     "package.module:build)", "model")
 
 
 def presets() -> list[Model]:
@@ -128,6 +141,27 @@ def _decoder_model(name: str, source: str, spec: ModelSpec) -> Model:
 
     none, one = (Built(d, d.head).n_params for d in (Decoder(replace(spec, n_layers=n), device="meta") for n in (0, 1)))
     return Model(name, source, spec, none + spec.n_layers * (one - none), spec.vocab, spec.d_model)
+
+
+def _hf_model(text: str) -> Model:
+    """The transformers model `text` ('hf:<preset or config.json>[:no-dropout][:no-cache]')
+    names, its parameters counted on meta with no block and with one."""
+    where, dropout, cache = hf_mod.split(text)
+    if where in PRESETS:
+        config, source = _preset_config(where), f"transformers, {PRESETS[where].source}"
+    elif where.endswith(".json") or Path(where).is_file():
+        config, source = read_config(where), f"transformers, config file {where}"
+    else:
+        raise UsageError(f"{text}: {where} is neither a preset ({', '.join(PRESETS)}) nor a config.json", "model")
+    spec = parse(config, where)
+    hf = hf_mod.HF(json.dumps(config, sort_keys=True), dropout=dropout, cache=cache)
+    none, one = (hf_mod.build(hf, n, "meta", None).n_params for n in (0, 1))
+    return Model(text, source, spec, none + spec.n_layers * (one - none), spec.vocab, spec.d_model, hf)
+
+
+def _preset_config(name: str) -> dict:
+    """The shipped config.json of the preset `name`."""
+    return json.loads((files("cebench.models") / "presets" / f"{name}.json").read_text(encoding="utf-8"))
 
 
 def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> Built:

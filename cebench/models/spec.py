@@ -7,11 +7,13 @@ and MLP, RMSNorm scaled by 1 + weight, the embedding times sqrt(d_model)) and `g
 (vocabulary, width, depth, heads, MLP width) are required; the others take the defaults of
 transformers' config class for that type. A leaf module: no torch.
 
-What the reference decoder leaves out, as it changes values, not shapes or memory at the
-lengths a step is measured at: `rope_scaling` (RoPE frequencies are unscaled), dropout,
-Gemma 2's attention logit softcapping (`F.scaled_dot_product_attention` has none; kept here
-as `attn_softcap`) and sliding windows (the same as full causal attention up to
-`sliding_window` tokens).
+Dropout is as the config says (GPT-2: 0.1 on the embeddings, attention and both residual
+branches; the others' `attention_dropout`, 0 by default). What the reference decoder leaves
+out, as it changes values, not shapes: `rope_scaling` (RoPE frequencies are unscaled),
+sliding windows (the same as full causal attention up to `sliding_window` tokens) and Gemma
+2's attention logit softcapping (kept as `attn_softcap`): `F.scaled_dot_product_attention`
+has none, so its fused kernels run. transformers runs Gemma 2's attention eagerly for it,
+scores materialised (`--model hf:`, `cebench.models.hf`, builds that).
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from cebench.core.memory import BYTES_LIMIT
 
 MODEL_TYPES = ("llama", "mistral", "qwen2", "gemma2", "gpt2")
 # transformers' names of each activation, as cebench names them
-ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_fast": "gelu_tanh",
+# (`gelu_new` is the tanh approximation written out in separate ops, as transformers writes it: they save more)
+ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_new", "gelu_fast": "gelu_tanh",
                "gelu_pytorch_tanh": "gelu_tanh"}
 
 
@@ -46,7 +49,9 @@ class ModelSpec:
     `norm_eps` the norms' epsilon; `attn_scale` the factor on q·k (None: 1/sqrt(head_dim));
     `final_softcap` the logit softcap a loss of this model applies (Gemma 2: 30; None: none);
     `attn_softcap` and `sliding_window` as published, not modelled; `torch_dtype` the dtype
-    the weights were published in."""
+    the weights were published in; `embed_dropout`, `attn_dropout` and `resid_dropout` the
+    dropout probabilities on the embeddings, the attention weights and each block's two
+    branches."""
 
     model_type: str
     vocab: int
@@ -70,6 +75,9 @@ class ModelSpec:
     attn_softcap: float | None = None
     sliding_window: int | None = None
     torch_dtype: str | None = None
+    embed_dropout: float = 0.0
+    attn_dropout: float = 0.0
+    resid_dropout: float = 0.0
 
     @property
     def family(self) -> Family:
@@ -135,7 +143,7 @@ def _decoder(fields: _Fields, model_type: str) -> ModelSpec:
         final_softcap=fields.number("final_logit_softcapping", None) if gemma else None,
         attn_softcap=fields.number("attn_logit_softcapping", None) if gemma else None,
         sliding_window=fields.count("sliding_window", None) if windowed else None,
-        torch_dtype=fields.text("torch_dtype"))
+        torch_dtype=fields.text("torch_dtype"), attn_dropout=fields.probability("attention_dropout", 0.0))
 
 
 # transformers' defaults of max_position_embeddings, per model type
@@ -151,7 +159,9 @@ def _gpt2(fields: _Fields) -> ModelSpec:
         tied=fields.flag("tie_word_embeddings", True), max_positions=fields.count("n_positions"), rope_theta=None,
         qkv_bias=True, out_bias=True, mlp_bias=True,
         activation=fields.activation("activation_function", "gelu_new"),
-        init_std=fields.number("initializer_range", 0.02), torch_dtype=fields.text("torch_dtype"))
+        init_std=fields.number("initializer_range", 0.02), torch_dtype=fields.text("torch_dtype"),
+        embed_dropout=fields.probability("embd_pdrop", 0.1), attn_dropout=fields.probability("attn_pdrop", 0.1),
+        resid_dropout=fields.probability("resid_pdrop", 0.1))
 
 
 def _divide(fields: _Fields, d_model: int, n_heads: int) -> int:
@@ -200,6 +210,10 @@ class _Fields:
         value = self._get(key, default, "a positive, finite number",
                           lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf)
         return value if value is None else float(value)
+
+    def probability(self, key: str, default: float) -> float:
+        return float(self._get(key, default, "a probability in [0, 1)", lambda v: isinstance(v, (int, float))
+                               and not isinstance(v, bool) and 0 <= v < 1))
 
     def flag(self, key: str, default: bool) -> bool:
         return self._get(key, default, "true or false", lambda v: isinstance(v, bool))

@@ -32,7 +32,8 @@ def models_table(found: Sequence[Model]) -> Table:
                    Column("layers", "blocks"), Column("d_model", "d_model"), Column("heads", "heads / kv"),
                    Column("d_ff", "MLP", priority=1), Column("vocab", "vocab"), Column("tied", "tied", right=False),
                    Column("n_params", "parameters")],
-                  title="cebench models · presets (a model is also a config.json path, or file.py:build)")
+                  title="cebench models · presets (a model is also a config.json path, either after hf: for the "
+                        "transformers model, or file.py:build)")
     for m in found:
         s = m.spec
         assert s is not None  # a preset is a config.json: it has a spec

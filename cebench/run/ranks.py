@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from cebench.core import devices
 from cebench.core.errors import describe
 from cebench.core.memory import MemoryReading
-from cebench.measure.patched import patched
+from cebench.core.patched import patched
 from cebench.run import isolate
 from cebench.run.isolate import Child, Outcome
 from cebench.store.schema import Status
