@@ -283,3 +283,29 @@ def test_a_changed_config_is_predicted_anew(small):
     (after,) = api.predict(target="cpu", variant="dense", batch=2, context=9, model=small)
     assert after.n_params > before.n_params and after.model_state_bytes > before.model_state_bytes
     assert after.body_peak_bytes > before.body_peak_bytes and after.peak_bytes > before.peak_bytes
+
+
+def test_a_cpu_keeps_layernorm_statistics_in_bf16_and_grouped_kv_as_they_are(tmp_path):
+    """GPT-2 in bf16: a CPU's LayerNorm saves its mean and 1/std in bf16 (meta's in fp32), so
+    the prediction charges them so and equals the measured peak. Grouped-query attention is
+    given to a CPU's flash kernel grouped; only a CUDA fp32 step (memory-efficient kernel)
+    repeats k/v."""
+    gpt2 = {"model_type": "gpt2", "vocab_size": 211, "n_embd": 48, "n_layer": 2, "n_head": 6, "n_positions": 64,
+            "activation_function": "gelu_pytorch_tanh"}
+    path = tmp_path / "gpt2.json"
+    path.write_text(json.dumps(gpt2))
+    grid = {"model": str(path), "variant": "dense", "batch": 4, "context": 32, "dtype": "bf16", "optimizer": "none"}
+    [m] = api.sweep(device="cpu", repeats=1, warmup=2, out=tmp_path / "s.csv", **grid)
+    [p] = api.predict(target="cpu", **grid)
+    assert m.peak_bytes == p.peak_bytes
+    model = resolve_model(_small(tmp_path))
+    for kind, dtype, repeats in (("cpu", torch.float32, False), ("cpu", torch.bfloat16, False),
+                                 ("cuda", torch.float32, True), ("cuda", torch.bfloat16, False)):
+        built = model.build("meta", dtype, attention=kind)
+        assert built.body.blocks[0].attn.repeat_kv is repeats, (kind, dtype)
+
+
+def _small(tmp_path: Path) -> str:
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(SMALL))
+    return str(path)

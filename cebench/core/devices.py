@@ -47,6 +47,9 @@ class Device(ABC):
     allocator-events timeline (`explain`).
     `host_tensors_count`: tensors on the host (the RNG states checkpointing saves, an
     optimizer's step counts) are in this device's memory (`holds`).
+    `norm_stats_in_input_dtype`: its `native_layer_norm` returns the mean and 1/std it saves
+    for backward in the input's dtype (a CPU's, in bf16 and fp16), where meta's and CUDA's
+    return fp32 (`cebench.measure.kernel_dtypes`).
     A named GPU target (`cebench.core.targets`) also has `family` (the kind of device it is,
     'cuda'), `workspace_bytes` (one cuBLAS workspace), `capacity_bytes` (total memory) and
     `bf16_flops` (dense BF16 matmul rate, FLOP/s); a device kind has 0 and None there."""
@@ -60,6 +63,7 @@ class Device(ABC):
     mem_method: str
     events_method: str
     host_tensors_count: bool
+    norm_stats_in_input_dtype: bool = False
     family: str = ""
     workspace_bytes: int = 0
     capacity_bytes: int | None = None
@@ -289,7 +293,8 @@ class CUDA(Device):
 # CPU defaults: a default sweep finishes in minutes on 2 cores; CUDA: the 1B setting's.
 _KNOWN: tuple[Device, ...] = (
     CPU(name="cpu", repeats=4, warmup=1, isolate_by_default=False, nominal_flops=1e11, granularity=1,
-        mem_method="cpu-allocator-events", events_method="cpu-allocator-events", host_tensors_count=True),
+        mem_method="cpu-allocator-events", events_method="cpu-allocator-events", host_tensors_count=True,
+        norm_stats_in_input_dtype=True),
     CUDA(name="cuda", repeats=20, warmup=3, isolate_by_default=True, nominal_flops=3e14,
          granularity=512,  # the caching allocator rounds every block up to 512 bytes
          mem_method="cuda-max-memory-allocated", events_method="cuda-allocator-events",

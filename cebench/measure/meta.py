@@ -28,7 +28,7 @@ from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure import compiled_helpers, data_reads, sharded, triton_launches
+from cebench.measure import compiled_helpers, data_reads, kernel_dtypes, sharded, triton_launches
 from cebench.measure.device_view import seen_as
 from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
@@ -116,7 +116,8 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     # the answers to data reads, which its ops reach.
     followed = sharded.follow(tracker) if mesh is not None else contextlib.nullcontext()
     peers = _peers_run(config, answers, mesh is not None)
-    with user_code(config.variant, "variant"), rng, peers as skipped, tracker, followed, \
+    kernels = kernel_dtypes.as_on(target, config.torch_dtype) if config.has_model else contextlib.nullcontext()
+    with user_code(config.variant, "variant"), rng, peers as skipped, kernels, tracker, followed, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
