@@ -10,29 +10,29 @@ from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import UsageError, describe
 from cebench.losses import variants
-from cebench.measure import series
+from cebench.measure import compiled, series
 from cebench.measure.meta import OpaqueOp
 from cebench.models import training
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import Result, Status
 
-COMPILED_REASON = ("a dispatch-mode tracker cannot see inside torch.compile'd code; "
-                   "measure compiled variants with cebench sweep")
+SHARDED_COMPILED_REASON = "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
 
 
 def predict(config: Config) -> Result:
-    """A results row for `config` with predicted memory, its `flops`, and no time columns; compiled
-    variants are `unsupported`, a step that fails on `meta` is an `error` row. On a named GPU
+    """A results row for `config` with predicted memory, its `flops`, and no time columns; a
+    compiled variant run as inductor's generated code runs (`cebench.measure.compiled`: for a
+    CPU target, unsharded; else `unsupported`); a step that fails on `meta` is an `error` row. On a named GPU
     target the row names it (`target`) and, in bf16 or fp16, carries `predicted_floor_ms`: the
     counted FLOPs at the card's dense BF16 rate (an estimate, never a measured time)."""
     target = devices.get(config.device)
     result = Result.blank(config, f"predicted for {config.device}")
     result.target = config.device if target.is_target else ""
     variant = variants.get(config.variant)
-    if variant.compiled:
-        result.status, result.error = Status.UNSUPPORTED, COMPILED_REASON
-        return result
-    reason = variant.unsupported_reason(target.kind) or variant.lacks(config)
+    eager = variants.get(variants.eager_twin(config.variant))  # a compiled one is not built: no C++ compiler needed
+    reason = eager.unsupported_reason(target.kind) or variant.lacks(config)
+    if variant.compiled and not reason:
+        reason = compiled.unsupported_reason(target.kind) or (SHARDED_COMPILED_REASON if config.fsdp > 1 else None)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result

@@ -239,6 +239,11 @@ def resolve(spec: str) -> Variant:
                      "append -compiled for a compiled twin)", "variant")
 
 
+def eager_twin(name: str) -> str:
+    """The variant a compiled one compiles (`name` less '-compiled'); any other, itself."""
+    return name[: -len(COMPILED)] if name in REGISTRY and REGISTRY[name].compiled else name
+
+
 def untrusted(names: Iterable[str], device: str) -> list[str]:
     """The variants among `names` that `smoke_test` tries: those not built in (a user's,
     an entry point's) that can run on `device`."""

@@ -28,7 +28,7 @@ from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure import compiled_helpers, data_reads, kernel_dtypes, sharded, triton_launches
+from cebench.measure import compiled, compiled_helpers, data_reads, kernel_dtypes, sharded, triton_launches
 from cebench.measure.device_view import seen_as
 from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
@@ -157,10 +157,10 @@ def _steady(config: Config, layers: int | None = None, world: sharded.World | No
     one kept there for the steps of every shape and loss, else built there, and then `warm`
     brings it where a first step leaves it (FSDP's lazy setup, the optimizer's state), as
     every traced step leaves it again."""
+    kind = devices.get(config.device).kind
     if config.has_model:
-        fn = training_mod.stand_in if config.variant == training_mod.BODY else variants.get(config.variant).load()
+        fn = training_mod.stand_in if config.variant == training_mod.BODY else _loss(config, kind)
         model = with_layers(resolve_model(config.model), layers)
-        kind = devices.get(config.device).kind
         if world is not None:
             key = (model, config.dtype, kind, config.optimizer, config.activation_checkpointing)
             kept = world.models.get(key)
@@ -182,7 +182,7 @@ def _steady(config: Config, layers: int | None = None, world: sharded.World | No
         return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
                        lambda: None, training.tensors, training)
     x = inputs_mod.make(config, device="meta")
-    fn = variants.get(config.variant).load()
+    fn = _loss(config, kind)
 
     def warm() -> None:
         if config.grads == Grads.KEEP:  # the previous step, which leaves its gradients behind
@@ -191,6 +191,13 @@ def _steady(config: Config, layers: int | None = None, world: sharded.World | No
             previous.run()
 
     return _Steady(fn, lambda loss: make_step(loss, x, config), x.targets, warm, x.tensors, None)
+
+
+def _loss(config: Config, kind: str) -> Callable[..., torch.Tensor]:
+    """`config`'s variant's function as its step calls it on meta: a compiled variant's as
+    inductor's code for a device of `kind` runs (`cebench.measure.compiled`)."""
+    variant = variants.get(config.variant)
+    return compiled.on_meta(variant.load(), kind) if variant.compiled else variant.load()
 
 
 @contextlib.contextmanager
@@ -345,8 +352,8 @@ def count_flops(config: Config) -> int | None:
     matmuls run in its own kernels (`Variant.kernel_matmuls`), fails on `meta`, or `counted`
     says so."""
     counter = flop_counter()
-    try:
-        trace(config, counter=counter)
+    try:  # a compiled variant's own trace compiles it afresh, which a measuring process must not do
+        trace(replace(config, variant=variants.eager_twin(config.variant)), counter=counter)
     except Exception:  # whatever a variant does on meta tensors, the row is not failed for it
         return None
     return counted(counter)
