@@ -1,9 +1,13 @@
-"""The findings on a loss inside its model: regenerates the blocks `model-fit`,
+"""The findings on a loss inside its model: regenerates the blocks `model-hf`, `model-fit`,
 `model-fsdp` and `model-cpu` of results/README.md (and results/model-cpu.csv).
 
-    .venv/bin/python results/model_findings.py            # all three (a few minutes on 2 cores)
+    .venv/bin/python results/model_findings.py            # every block (a few minutes on 2 cores)
+    .venv/bin/python results/model_findings.py model-hf   # that block alone
 
-model-fit: `cebench fit --model M --target h100-80gb --context 2048 --variant PEERS --ce-chunk
+model-hf: four model types (Llama, Qwen2, Gemma 2, GPT-2; their published configs with two
+blocks, results/models/*-2l.json) as the transformers model itself (`--model hf:`) measured on
+this CPU with its own loss, that model predicted on meta, and cebench's reference decoder of the
+same config predicted. model-fit: `cebench fit --model M --target h100-80gb --context 2048 --variant PEERS --ce-chunk
 2048` for llama-3.2-1b and llama-3.1-8b, AdamW, with and without activation checkpointing,
 beside the loss alone's answer at the same vocab and d_model (predicted on meta tensors). model-fsdp: the
 same for llama-3.1-8b with every block checkpointed, on one H100 and per rank of 8 under FSDP, with the
@@ -30,6 +34,9 @@ TARGET, CONTEXT, CHUNK, MAX_BATCH = "h100-80gb", 2048, 2048, 4096
 PEERS = "dense,chunked,torch-lce,liger-kernel,cut-cross-entropy"  # the losses users choose between
 SMALL = "results/models/small-llama.json"
 CPU_GRID = {"variant": "dense,chunked,torch-lce-auto", "ce_chunk": "256,1024", "batch": 4, "context": 256}
+HF_MODELS = ("results/models/llama-3.2-1b-2l.json", "results/models/qwen2.5-0.5b-2l.json",
+             "results/models/gemma-2-2b-2l.json", "results/models/gpt2-2l.json")
+HF_GRID = {"variant": "hf-loss", "batch": 1, "context": 512, "optimizer": "none"}  # activations at the peaks
 
 
 def chunk(config: object) -> str:
@@ -99,12 +106,41 @@ def cpu_block() -> str:
                                f"{format_ms(r.body_time_ms)}.")
 
 
-def main() -> None:
+def hf_block() -> str:
+    """The transformers model measured and predicted, beside cebench's decoder of its config measured."""
+    lines = ["| model | step peak, measured | predicted − measured | body step, measured | predicted − measured | "
+             "cebench's decoder: body step, measured | decoder vs model |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for path in HF_MODELS:
+        [measured] = api.sweep(device="cpu", model=f"hf:{path}", repeats=1, warmup=1, **HF_GRID)
+        [predicted] = api.predict(target="cpu", model=f"hf:{path}", **HF_GRID)
+        if measured.status != "ok" or predicted.status != "ok":
+            lines.append(f"| {path} | {measured.status}: {measured.error} | {predicted.error} | | | | |")
+            continue
+        cells = [f"`hf:{Path(path).name}`", f"{measured.step_peak_bytes:,} B",
+                 f"{predicted.step_peak_bytes - measured.step_peak_bytes:+,} B", f"{measured.body_peak_bytes:,} B",
+                 f"{predicted.body_peak_bytes - measured.body_peak_bytes:+,} B"]
+        [decoder] = api.sweep(device="cpu", model=path, repeats=1, warmup=1, **{**HF_GRID, "variant": "dense"})
+        body = measured.body_peak_bytes
+        cells += [f"{decoder.body_peak_bytes:,} B", f"{(decoder.body_peak_bytes - body) / body:+.1%}"]
+        lines.append(f"| {' | '.join(cells)} |")
+    r = measured
+    return "\n".join(lines) + (f"\n\nEach config as published with two blocks, batch {r.batch} × context {r.context}, "
+                               f"fp32, no optimizer (the activations make the peaks), the model's own loss "
+                               f"(`hf-loss`: transformers' `ForCausalLMLoss`), {r.device_name}, {r.threads} threads; "
+                               f"body step: the same step with cebench's stand-in loss, where the model's own "
+                               f"activations make the peak; cebench's decoder: `--model <config>`, measured the same "
+                               f"way.")
+
+
+BLOCKS = {"model-hf": hf_block, "model-cpu": cpu_block, "model-fit": fit_block, "model-fsdp": fsdp_block}
+
+
+def main(names: list[str]) -> None:
+    """Regenerate the blocks `names` (none: every block)."""
     readme = ROOT / "results" / "README.md"
-    splice(readme, "model-cpu", cpu_block())
-    splice(readme, "model-fit", fit_block())
-    splice(readme, "model-fsdp", fsdp_block())
+    for name in names or BLOCKS:
+        splice(readme, name, BLOCKS[name]())
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -109,6 +109,14 @@ def test_sharded_predicted_equals_two_ranks_measured(tmp_path):
     assert m.base_bytes == p.base_bytes and m.peak_bytes - p.peak_bytes in (0, ADAMW_CPU_RESIDUE)
 
 
+def test_the_table_names_the_transformers_model_by_its_file(tmp_path):
+    path = write(tmp_path / "llama.json", LLAMA)
+    result = CliRunner().invoke(app, ["predict", "--model", f"hf:{path},{path}", "--target", "cpu", "--batch", "1",
+                                      "--context", "8", "--variant", "dense"])
+    assert result.exit_code == 0, result.output
+    assert "── hf:llama.json ·" in result.output and "── llama.json ·" in result.output
+
+
 @pytest.mark.parametrize(("model", "said"), [
     ("hf:", "name a preset or a config.json after hf:"),
     ("hf:nope", "hf:nope: nope is neither a preset"),

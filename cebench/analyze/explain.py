@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass
 
+from cebench.analyze.predict import meta_reason
 from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
@@ -37,10 +38,6 @@ from cebench.store.schema import PREDICTED
 
 GRADIENT, SAVED, TEMPORARY = "gradient", "saved", "temporary"
 KINDS = (GRADIENT, SAVED, TEMPORARY)  # drawn bottom up
-COMPILED_ON_META = ("a dispatch-mode tracker cannot see inside torch.compile'd code; explain compiled variants "
-                    "on a real device (--target cpu)")
-
-
 class Unexplainable(Exception):
     """The variant cannot be explained here this way (the message says why)."""
 
@@ -195,8 +192,8 @@ def explain(config: Config, meta: bool = False) -> Explanation:
     `Unexplainable` when the variant cannot run here or on meta (compiled code, custom
     ops), or its step failed (out of memory, an op without a meta kernel)."""
     variant = variants.get(config.variant)
-    reason = (COMPILED_ON_META if meta and variant.compiled
-              else variant.unsupported_reason(devices.get(config.device).kind) or variant.lacks(config))
+    reason = meta_reason(config) if meta else (variant.unsupported_reason(devices.get(config.device).kind)
+                                               or variant.lacks(config))
     if reason:
         raise Unexplainable(reason)
     try:

@@ -16,8 +16,6 @@ from cebench.models import training
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import Result, Status
 
-SHARDED_COMPILED_REASON = "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
-
 
 def predict(config: Config) -> Result:
     """A results row for `config` with predicted memory, its `flops`, and no time columns; a
@@ -28,11 +26,7 @@ def predict(config: Config) -> Result:
     target = devices.get(config.device)
     result = Result.blank(config, f"predicted for {config.device}")
     result.target = config.device if target.is_target else ""
-    variant = variants.get(config.variant)
-    eager = variants.get(variants.eager_twin(config.variant))  # a compiled one is not built: no C++ compiler needed
-    reason = eager.unsupported_reason(target.kind) or variant.lacks(config)
-    if variant.compiled and not reason:
-        reason = compiled.unsupported_reason(target.kind) or (SHARDED_COMPILED_REASON if config.fsdp > 1 else None)
+    reason = meta_reason(config)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
@@ -60,6 +54,16 @@ def predict(config: Config) -> Result:
     if result.flops is not None and target.bf16_flops and config.dtype in ("bf16", "fp16"):
         result.predicted_floor_ms = result.flops / target.bf16_flops * 1e3
     return result
+
+
+def meta_reason(config: Config) -> str | None:
+    """Why `config`'s variant cannot run on meta for its target (None: it can): what it
+    lacks there, or the semantics it does not take. A compiled variant runs as inductor's
+    code runs (`cebench.measure.compiled`), never built: its eager twin's needs are its own."""
+    variant = variants.get(config.variant)
+    kind = devices.get(config.device).kind
+    reason = variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
+    return reason or (compiled.unsupported_reason(kind, config.fsdp) if variant.compiled else None)
 
 
 def unpredictable(config: Config) -> str | None:

@@ -28,7 +28,8 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     """Each point's peak memory on `target` ('cuda': storages charged as the caching
     allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
     cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
-    with `mem_method` 'predicted', `flops`, and no time; compiled variants are `unsupported`.
+    with `mem_method` 'predicted', `flops`, and no time; a compiled variant as inductor's generated
+    code runs (`cebench.measure.compiled`; a CPU target's, unsharded, else `unsupported`).
     Also appended to the CSV `out` when given. A user's loss or build still running after
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
     from cebench.analyze.predict import predict as predict_point

@@ -43,13 +43,13 @@ def predict_command(
     columns: Columns = None,
     point_timeout: PointTimeout = None,
 ) -> None:
-    """Predict each eager variant's peak memory at any size, without the hardware.
+    """Predict each variant's peak memory at any size, without the hardware.
 
     The step runs on `meta` tensors (nothing is allocated or computed, so a point takes
     milliseconds) under a dispatcher storage tracker that counts every tensor the step
-    creates and frees. The rows have the sweep's columns with mem_method = predicted and
-    no time. Compiled variants are unsupported: a dispatch mode cannot see inside
-    compiled code.
+    creates and frees. A compiled variant is compiled for the target (seconds, no kernel
+    built) and inductor's generated code runs on meta; for a CPU target only. The rows
+    have the sweep's columns with mem_method = predicted and no time.
     """
     import torch
 

@@ -325,7 +325,7 @@ def _file_name(model: object) -> str:
     'hf:configs/llama.json'): the CSV keeps the path whole."""
     text = str(model)
     prefix = "hf:" if text.startswith("hf:") else ""
-    return prefix + text.rsplit("/", 1)[-1]
+    return prefix + text[len(prefix):].rsplit("/", 1)[-1]
 
 
 _MODEL_STEP = ("model", "applies to a model's training step")

@@ -10,10 +10,12 @@ loaded with every kernel a no-op. That wrapper then runs on the step's `meta` te
 buffers made on `meta`: the tracker sees each storage inductor's code allocates and frees,
 in its order, in-place reuse included, as the real compiled step holds them.
 
-On this CPU a compiled step predicted so equals the measured one to the byte (the tests).
-A CUDA target would run inductor's Triton wrapper the same way; it is not done here (its
-code generation asks the GPU for its properties), so a compiled row for a GPU target says
-so. What a kernel allocates inside itself (none of inductor's C++ kernels do) is not seen.
+On this CPU a compiled step predicted so equals the measured one to the byte in fp32 (the
+tests); in bf16 a CPU's oneDNN matmul on a transposed operand allocates a buffer inside
+itself, which no trace sees. A CUDA target would run inductor's Triton wrapper the same
+way, its buffers `empty_strided_cuda`; it is not done: its fake CUDA tensors need a CUDA
+build of torch, and its code generation asks the GPU for its properties. A compiled row
+for a GPU target says so.
 
 Each distinct signature (the function, shapes, strides, dtypes, `requires_grad` and the
 other arguments, which Dynamo bakes in as constants, as `torch.compile(dynamic=False)`
@@ -41,14 +43,17 @@ class NotCompiled(RuntimeError):
     """The function could not be compiled as one graph whose inputs are its tensor arguments."""
 
 
-def unsupported_reason(kind: str) -> str | None:
-    """Why a compiled step for a device of `kind` cannot be predicted here (None: it can)."""
+def unsupported_reason(kind: str, fsdp: int = 1) -> str | None:
+    """Why a compiled step for a device of `kind` sharded over `fsdp` ranks cannot be
+    predicted here (None: it can)."""
+    if fsdp > 1:
+        return "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
     if not torch._dynamo.is_dynamo_supported():
         return "torch.compile (Dynamo) is not supported on this Python/platform"
     if kind in _KINDS:
         return None
-    return (f"a compiled step is predicted for a CPU target only: inductor's {kind.upper()} code generation asks "
-            "the GPU for its properties; measure it with cebench sweep on the GPU")
+    return (f"a compiled step is predicted for a CPU target only: a {kind.upper()} target's inductor code is not run "
+            "on meta yet; measure it with cebench sweep on the GPU")
 
 
 def on_meta(fn: Callable[..., torch.Tensor], kind: str) -> Callable[..., torch.Tensor]:

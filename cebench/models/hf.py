@@ -1,7 +1,8 @@
 """The Hugging Face `transformers` model itself as a step's body: ``--model hf:<preset or config.json>``.
 
-``hf:llama-3.2-1b`` or ``hf:path/to/config.json`` builds the model `transformers` builds
-from that config (`AutoModelForCausalLM.from_config`, random weights, nothing downloaded),
+``hf:llama-3.2-1b`` or ``hf:path/to/config.json`` (of a model type `cebench.models.spec`
+reads) builds the model `transformers` builds from that config
+(`AutoModelForCausalLM.from_config`, random weights, nothing downloaded),
 in training mode: its body is the base model (hidden states, its final norm applied), its
 head the output embedding's weight, so that its own loss (the variant `hf-loss`) or any
 cebench variant runs on them. ``--activation-checkpointing blocks`` is its own gradient
@@ -63,11 +64,6 @@ class HF:
             config.use_cache = False
         return config
 
-    @property
-    def suffix(self) -> str:
-        """':no-dropout:no-cache' or the part of it that applies."""
-        return "".join(f":{s}" for s, on in ((NO_DROPOUT, self.dropout), (NO_CACHE, self.cache)) if not on)
-
 
 def split(text: str) -> tuple[str, bool, bool]:
     """'hf:gpt2:no-dropout' → ('gpt2', dropout False, cache True): the preset or config path
@@ -85,17 +81,10 @@ def split(text: str) -> tuple[str, bool, bool]:
     return rest, dropout, cache
 
 
-def missing() -> str | None:
-    """Why an hf: model cannot be built here (None: transformers is importable)."""
-    import importlib.util
-
-    return None if importlib.util.find_spec("transformers") else f"an {PREFIX} model needs transformers: {PIP}"
-
-
 def build(hf: HF, n_layers: int, device: torch.device | str, dtype: torch.dtype | None, *,
           checkpointing: bool = False, attention: str | None = None) -> Built:
     """The transformers model of `hf` with `n_layers` blocks on `device` (`meta`: nothing
-    allocated), floating parameters in `dtype` (None: the config's), in training mode, as a
+    allocated), floating parameters in `dtype` (None: torch's default), in training mode, as a
     `Built` (body: the base model's hidden states; head: the output embedding's weight).
     `checkpointing`: its gradient checkpointing, non-reentrant. `attention`: the kind of
     device ('cpu', 'cuda') it stands in for on `meta` (the adaptations above)."""
@@ -113,7 +102,7 @@ def build(hf: HF, n_layers: int, device: torch.device | str, dtype: torch.dtype 
         model.config._attn_implementation = _register(attention)
     if checkpointing:
         kwargs = {"use_reentrant": False}
-        if hasattr(model, "activation_checkpointing_enable"):  # its name from transformers 5.? on
+        if hasattr(model, "activation_checkpointing_enable"):  # its newer name; the older one is deprecated
             model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
