@@ -191,9 +191,9 @@ def test_compiled_chunked_holds_every_chunk_of_logits_at_its_peak():
 
 def test_an_unexplainable_variant_is_named_and_skipped(tmp_path):
     result = CliRunner().invoke(app, ["explain", "--target", "cpu", "--meta", *SHAPE, "--variant",
-                                      "dense,chunked-compiled", "--out", str(tmp_path / "f.png")])
+                                      "dense,cut-cross-entropy", "--out", str(tmp_path / "f.png")])
     assert result.exit_code == 0, result.output
-    assert "not explained: chunked-compiled ce_chunk=32: a dispatch-mode tracker cannot see" in result.stderr
+    assert "not explained: cut-cross-entropy: needs CUDA" in result.stderr
     assert "cebench explain · dense" in result.stdout
 
 

@@ -57,11 +57,9 @@ def test_flops_are_exact_in_sweep_and_predict_rows(tmp_path):
                                                            rel=1e-5)
     predictions = rows(predicted)
     assert len(predictions) == 2 * 2 * 2 * (1 + 2 + 1 + 2 + 2 + 1)
-    for row in predictions:
-        if row["variant"] in PER_MAC:
-            assert row["status"] == "ok" and int(row["flops"]) == PER_MAC[row["variant"]] * nvd(row), row
-        else:  # unsupported: compiled (Dynamo)
-            assert row["status"] == "unsupported" and row["flops"] == "", row
+    for row in predictions:  # a compiled step (inductor's code run on meta) does its eager twin's matmuls
+        eager = row["variant"].removesuffix("-compiled")
+        assert row["status"] == "ok" and int(row["flops"]) == PER_MAC[eager] * nvd(row), row
         assert row["tflops_per_s"] == row["matmul_floor_ms"] == ""  # nothing was timed
 
 

@@ -119,7 +119,8 @@ def test_predict_and_fit_commands(tmp_path):
     res = runner.invoke(app, ["plot", str(out), "--out-dir", str(tmp_path / "fig")])
     assert res.exit_code == 0 and res.output.split() == [str(tmp_path / "fig" / "memory-vs-batch.png")]
     res = runner.invoke(app, ["fit", "--budget", "600KiB", "--target", "cpu", "--context", "32", "--vocab", "1000",
-                              "--d-model", "16", "--ce-chunk", "32,64", "--max-batch", "64", "--measure"])
+                              "--d-model", "16", "--ce-chunk", "32,64", "--max-batch", "64", "--measure",
+                              "--variant", "dense,chunked"])
     assert res.exit_code == 0, res.output
     assert "max batch" in res.output and "measured peak" in res.output and "chunked" in res.output
     for args, message in ((["--budget", "lots"], "is not a byte size"), (["--budget", "1GiB", "--target", "tpu"],
