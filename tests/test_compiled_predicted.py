@@ -21,6 +21,7 @@ def _same(measured: list, predicted: list) -> None:
     for m, p in zip(sorted(measured, key=_key), sorted(predicted, key=_key), strict=True):
         assert m.status == p.status == "ok", (m.error, p.error)
         assert (m.base_bytes, m.peak_bytes) == (p.base_bytes, p.peak_bytes), _key(m)
+        assert m.flops == p.flops  # inductor's code runs its eager twin's matmuls
 
 
 def _key(row: object) -> tuple:

@@ -44,7 +44,7 @@ def test_flops_are_exact_in_sweep_and_predict_rows(tmp_path):
                                  "--variant", variants, "--out", str(swept)])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["predict", "--target", "cpu", *SHAPES, *MORE_SHAPES, "--dtype", "fp32",
-                                 "--workload", "loss,sample", "--variant", f"{variants},dense-compiled",
+                                 "--workload", "loss,sample", "--variant", variants,
                                  "--out", str(predicted)])
     assert result.exit_code == 0, result.output
     measured = rows(swept)
@@ -56,10 +56,9 @@ def test_flops_are_exact_in_sweep_and_predict_rows(tmp_path):
         assert float(row["tflops_per_s"]) == pytest.approx(int(row["flops"]) / float(row["time_ms_median"]) / 1e9,
                                                            rel=1e-5)
     predictions = rows(predicted)
-    assert len(predictions) == 2 * 2 * 2 * (1 + 2 + 1 + 2 + 2 + 1)
-    for row in predictions:  # a compiled step (inductor's code run on meta) does its eager twin's matmuls
-        eager = row["variant"].removesuffix("-compiled")
-        assert row["status"] == "ok" and int(row["flops"]) == PER_MAC[eager] * nvd(row), row
+    assert len(predictions) == 2 * 2 * 2 * (1 + 2 + 1 + 2 + 2)
+    for row in predictions:
+        assert row["status"] == "ok" and int(row["flops"]) == PER_MAC[row["variant"]] * nvd(row), row
         assert row["tflops_per_s"] == row["matmul_floor_ms"] == ""  # nothing was timed
 
 
