@@ -116,7 +116,7 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     # the answers to data reads, which its ops reach.
     followed = sharded.follow(tracker) if mesh is not None else contextlib.nullcontext()
     peers = _peers_run(config, answers, mesh is not None)
-    kernels = kernel_dtypes.as_on(target, config.torch_dtype) if config.has_model else contextlib.nullcontext()
+    kernels = kernel_dtypes.as_on(target, config.torch_dtype)
     with user_code(config.variant, "variant"), rng, peers as skipped, kernels, tracker, followed, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note

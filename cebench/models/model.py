@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib.resources import files
 from pathlib import Path
@@ -115,12 +116,11 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
     file's modification time (`stamp`)."""
     if text.startswith(hf_mod.PREFIX):
         return _hf_model(text)
-    if text in PRESETS:
-        return _decoder_model(text, PRESETS[text].source, parse(_preset_config(text), text))
     if text.endswith(".py"):
         raise UsageError(f"{text}: a Python file names the function that builds the model: {text}:build", "model")
-    if text.endswith(".json") or Path(text).is_file():
-        return _decoder_model(text, f"config file {text}", parse(read_config(text), text))
+    found = _config(text)
+    if found is not None:
+        return _decoder_model(text, found[1], parse(found[0], text))
     if is_spec(text):
         built = _build(text, "meta", None)
         return Model(text, f"user build {text}", None, built.n_params, built.vocab, built.d_model)
@@ -134,34 +134,46 @@ def presets() -> list[Model]:
     return [resolve_model(name) for name in PRESETS]
 
 
+def _config(name: str) -> tuple[dict, str] | None:
+    """The config.json `name` names (a preset's, shipped, or a file's) and where it is from;
+    None when it names neither."""
+    if name in PRESETS:
+        text = (files("cebench.models") / "presets" / f"{name}.json").read_text(encoding="utf-8")
+        return json.loads(text), PRESETS[name].source
+    if name.endswith(".json") or Path(name).is_file():
+        return read_config(name), f"config file {name}"
+    return None
+
+
+def _n_params(spec: ModelSpec, built: Callable[[int], Built]) -> int:
+    """Parameters of `spec`'s model, counted on its builds (`built(n_layers)`) of no block and
+    of one (its blocks are alike), so a deep config costs no more than a shallow one."""
+    none, one = (built(n).n_params for n in (0, 1))
+    return none + spec.n_layers * (one - none)
+
+
 def _decoder_model(name: str, source: str, spec: ModelSpec) -> Model:
-    """The reference decoder's `Model` for `spec`; its parameters counted on decoders of no
-    block and of one (its blocks are alike), so a deep config costs no more than a shallow one."""
+    """The reference decoder's `Model` for `spec`."""
     from cebench.models.decoder import Decoder
 
-    none, one = (Built(d, d.head).n_params for d in (Decoder(replace(spec, n_layers=n), device="meta") for n in (0, 1)))
-    return Model(name, source, spec, none + spec.n_layers * (one - none), spec.vocab, spec.d_model)
+    def built(n: int) -> Built:
+        decoder = Decoder(replace(spec, n_layers=n), device="meta")
+        return Built(decoder, decoder.head)
+
+    return Model(name, source, spec, _n_params(spec, built), spec.vocab, spec.d_model)
 
 
 def _hf_model(text: str) -> Model:
-    """The transformers model `text` ('hf:<preset or config.json>[:no-dropout][:no-cache]')
-    names, its parameters counted on meta with no block and with one."""
+    """The transformers model `text` ('hf:<preset or config.json>[:no-dropout][:no-cache]') names."""
     where, dropout, cache = hf_mod.split(text)
-    if where in PRESETS:
-        config, source = _preset_config(where), f"transformers, {PRESETS[where].source}"
-    elif where.endswith(".json") or Path(where).is_file():
-        config, source = read_config(where), f"transformers, config file {where}"
-    else:
+    found = _config(where)
+    if found is None:
         raise UsageError(f"{text}: {where} is neither a preset ({', '.join(PRESETS)}) nor a config.json", "model")
+    config, source = found
     spec = parse(config, where)
     hf = hf_mod.HF(json.dumps(config, sort_keys=True), dropout=dropout, cache=cache)
-    none, one = (hf_mod.build(hf, n, "meta", None).n_params for n in (0, 1))
-    return Model(text, source, spec, none + spec.n_layers * (one - none), spec.vocab, spec.d_model, hf)
-
-
-def _preset_config(name: str) -> dict:
-    """The shipped config.json of the preset `name`."""
-    return json.loads((files("cebench.models") / "presets" / f"{name}.json").read_text(encoding="utf-8"))
+    n_params = _n_params(spec, lambda n: hf_mod.build(hf, n, "meta", None))
+    return Model(text, f"transformers, {source}", spec, n_params, spec.vocab, spec.d_model, hf)
 
 
 def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> Built:
