@@ -33,7 +33,9 @@ interpreter.enable()
 # collection walks every object the imports made (~370,000 with torch, pandas and
 # matplotlib): 0.1-0.2 s a call, half the time of a tiny sweep. Freezing them (they live as
 # long as the process anyway) leaves the collections only the objects the tests make;
-# what a point measures does not change (the allocator sees the same tensors).
+# what a point measures does not change (the allocator sees the same tensors). A sweep or
+# `run` freezes what is alive when it starts (`devices.frozen_heap`) and, the heap being
+# frozen here already, leaves it frozen: each later collection walks only what was made since.
 gc.collect()
 gc.freeze()
 

@@ -81,3 +81,42 @@ def test_what_torch_compile_needs(monkeypatch):
 def test_the_module_does_not_import_torch():
     code = "import sys, cebench.core.devices as d; d.get('cuda'); d.resolve('cpu'); print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+class _Cycle:
+    """A tensor held by an object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me, self.tensor = self, torch.ones(4)
+
+
+def test_a_frozen_heap_still_frees_what_its_steps_made_and_thaws_what_it_froze():
+    import gc
+    import weakref
+
+    frozen_by_the_suite = gc.get_freeze_count()  # conftest freezes the suite's imports
+    gc.unfreeze()
+    try:
+        before = _Cycle()
+        old = weakref.ref(before.tensor)
+        with devices.frozen_heap():
+            assert gc.get_freeze_count() > 0
+            del before
+            made = _Cycle()
+            new = weakref.ref(made.tensor)
+            del made
+            with devices.frozen_heap():  # a nested block (a sweep's point) is the outer one
+                CPU.free_cache()
+            assert new() is None  # made in the block: collected between steps
+            assert old() is not None and gc.get_freeze_count() > 0  # alive on entry: frozen until the block ends
+        assert gc.get_freeze_count() == 0
+        gc.collect()
+        assert old() is None
+        gc.freeze()  # a process that froze its heap itself keeps it frozen, the block's objects too
+        with devices.frozen_heap():
+            pass
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.collect()
+        if frozen_by_the_suite:
+            gc.freeze()

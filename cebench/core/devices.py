@@ -14,7 +14,8 @@ import platform
 import shutil
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,31 @@ def out_of_memory(exc: BaseException) -> bool:
 
     return isinstance(exc, torch.OutOfMemoryError) or (
         isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
+
+
+_FROZEN = [0]  # how many `frozen_heap` blocks are open in this process
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Collect garbage once, then leave every object alive now out of later collections
+    until the block ends (`gc.freeze`): `Device.free_cache` between steps then walks only what
+    was made since, not the whole heap of a large process (0.1-0.2 s a collection with torch,
+    inductor and transformers imported; 2 to 4 per point). An object alive on entry that
+    becomes garbage in a reference cycle is freed when the block ends. Nested blocks are the
+    outer one; a process that froze objects itself keeps them frozen, this block's too."""
+    outer = not _FROZEN[0]
+    thaw = outer and gc.get_freeze_count() == 0
+    if outer:
+        gc.collect()
+        gc.freeze()
+    _FROZEN[0] += 1
+    try:
+        yield
+    finally:
+        _FROZEN[0] -= 1
+        if thaw:
+            gc.unfreeze()
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,7 @@ class Sweep:
             return
         self.open()
         assert self._writer is not None
-        with self._writer as writer:
+        with self._writer as writer, devices.frozen_heap():
             measure = self._measure()
             for point in self.points:
                 if self.isolate:
