@@ -46,8 +46,9 @@ def frozen_heap() -> Iterator[None]:
     until the block ends (`gc.freeze`): `Device.free_cache` between steps then walks only what
     was made since, not the whole heap of a large process (0.1-0.2 s a collection with torch,
     inductor and transformers imported; 2 to 4 per point). An object alive on entry that
-    becomes garbage in a reference cycle is freed when the block ends. Nested blocks are the
-    outer one; a process that froze objects itself keeps them frozen, this block's too."""
+    becomes garbage in a reference cycle waits for a collection after the block. Nested
+    blocks are the outer one; a process that froze objects itself keeps them frozen, this
+    block's too (a sweep's generator holds its block open while it is suspended)."""
     outer = not _FROZEN[0]
     thaw = outer and gc.get_freeze_count() == 0
     if outer:
