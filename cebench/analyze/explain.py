@@ -38,6 +38,8 @@ from cebench.store.schema import PREDICTED
 
 GRADIENT, SAVED, TEMPORARY = "gradient", "saved", "temporary"
 KINDS = (GRADIENT, SAVED, TEMPORARY)  # drawn bottom up
+
+
 class Unexplainable(Exception):
     """The variant cannot be explained here this way (the message says why)."""
 

@@ -138,6 +138,7 @@ def _unsupported(config: Config) -> str | None:
     return variant.unsupported_reason(config.device) or variant.lacks(config)
 
 
+@devices.frozen_heap()  # a fresh block per call
 def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None,
         child: Child | None = None, timeout_s: float | None = None) -> Result:
     """Measure `config`; never raises for a failure of the step itself. An ok row also gets
@@ -147,12 +148,6 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     None where that failed). A sharded point (`fsdp` > 1) is measured by its ranks
     (`sharded`), set up as `child` (default: this process's threads and the point's device;
     a user's variant needs its spec there), waiting at most `timeout_s` seconds (None: for ever)."""
-    with devices.frozen_heap():
-        return _run(config, settings, calibrate, floor_ms, child, timeout_s)
-
-
-def _run(config: Config, settings: Settings, calibrate: bool, floor_ms: float | None, child: Child | None,
-         timeout_s: float | None) -> Result:
     device = devices.get(config.device)
     if config.fsdp > 1:
         return sharded(config, settings, child or Child(device=config.device), timeout_s, device.model_name())
