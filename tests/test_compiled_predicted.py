@@ -50,12 +50,58 @@ def test_a_compiled_loss_in_a_models_step_is_predicted_to_the_byte(tmp_path):
     _same(measured, api.predict(target="cpu", **grid))
 
 
-@pytest.mark.parametrize(("device", "fsdp", "said"), [("h100-80gb", 1, "predicted for a CPU target only"),
-                                                      ("cpu", 2, "predicted unsharded only")])
-def test_a_compiled_row_it_cannot_predict_says_why(device, fsdp, said, tmp_path: Path):
+def test_a_sharded_compiled_row_says_why_it_is_not_predicted(tmp_path: Path):
     path = tmp_path / "llama.json"
     path.write_text(json.dumps(LLAMA))
-    config = Config(variant="dense-compiled", workload="loss", device=device, dtype="fp32", batch=2, context=8,
-                    vocab=211, d_model=48, ce_chunk=None, model=str(path), fsdp=fsdp)
+    config = Config(variant="dense-compiled", workload="loss", device="cpu", dtype="fp32", batch=2, context=8,
+                    vocab=211, d_model=48, ce_chunk=None, model=str(path), fsdp=2)
     row = predict(config)
-    assert row.status == "unsupported" and said in row.error
+    assert row.status == "unsupported" and "predicted unsharded only" in row.error
+
+
+def test_a_compiled_loss_on_a_gpu_target_is_inductors_triton_code_for_the_card(monkeypatch):
+    """Without a GPU or a CUDA build of torch: each partitioned graph is lowered from fake CUDA
+    tensors (inductor's Triton wrapper), for the card's SM count. The peaks are explained
+    term by term: dense saves its bf16 logits and takes its logits' gradient in their place;
+    the checkpointed chunked loss, compiled, recomputes every chunk's logits at once in its
+    backward (N / ce_chunk of them), as on a CPU; each tensor on the card rounds to 512 B."""
+    import torch
+    from torch._inductor import compile_fx
+
+    from cebench.measure import compiled
+
+    lowered: list[tuple[str, ...]] = []
+    real = compile_fx.compile_fx_inner
+
+    def recording(gm, example_inputs, **kwargs):
+        lowered.append(tuple(str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)))
+        return real(gm, example_inputs, **kwargs)
+
+    compiled._compiled.cache_clear()
+    monkeypatch.setattr(compile_fx, "compile_fx_inner", recording)
+    n, vocab, d, chunk, b = 1024, 4096, 128, 256, 2  # bf16: 2 B an element
+    rows = {r.variant: r for r in api.predict(target="h100-80gb", variant="dense-compiled,chunked-compiled",
+                                              batch=2, context=512, vocab=vocab, d_model=d, ce_chunk=chunk,
+                                              dtype="bf16")}
+    assert lowered and all(device == "cuda:0" for devices in lowered for device in devices)
+    scalars = 2 * 512  # the loss, and its upstream gradient
+    assert rows["dense-compiled"].peak_delta_bytes == (n * vocab + vocab * d + n * d) * b + scalars
+    every_chunk = n // chunk * (chunk * vocab)  # its logits, recomputed
+    assert rows["chunked-compiled"].peak_delta_bytes == (every_chunk + vocab * d + chunk * d) * b + scalars
+    assert all(compiled.GPU_NOTE in r.note for r in rows.values())
+
+
+def test_a_compiled_chunked_loss_is_predicted_up_to_the_chunks_it_compiles(monkeypatch):
+    """Dynamo unrolls the chunk loop, so a compiled step's compile grows with its chunks: past
+    `MAX_CHUNKS` a row says so (nothing compiled), a fit stops there, and a fit that names no
+    variant leaves the compiled ones out (each batch it asks of one would compile again)."""
+    from cebench.measure import compiled
+
+    monkeypatch.setattr(compiled, "MAX_CHUNKS", 4)
+    shape = {"context": 64, "vocab": 64, "d_model": 8, "ce_chunk": 64}
+    over, = api.predict(target="cuda", variant="chunked-compiled", batch=5, **shape)
+    assert over.status == "unsupported" and "5 chunks would compile 5 copies" in over.error
+    fitted = api.fit(2**40, target="cpu", variant="chunked-compiled", **shape)
+    (answer,) = fitted.fits
+    assert (answer.batch, answer.at_limit) == (4, True)
+    assert not any(f.config.variant.endswith("-compiled") for f in api.fit(2**40, target="cpu", **shape).fits)

@@ -19,10 +19,11 @@ from cebench.store.schema import Result, Status
 
 def predict(config: Config) -> Result:
     """A results row for `config` with predicted memory, its `flops`, and no time columns; a
-    compiled variant run as inductor's generated code runs (`cebench.measure.compiled`: for a
-    CPU target, unsharded; else `unsupported`); a step that fails on `meta` is an `error` row. On a named GPU
-    target the row names it (`target`) and, in bf16 or fp16, carries `predicted_floor_ms`: the
-    counted FLOPs at the card's dense BF16 rate (an estimate, never a measured time)."""
+    compiled variant run as inductor's generated code runs (`cebench.measure.compiled`:
+    unsharded, else `unsupported`; for a GPU its note says how it was lowered); a step that
+    fails on `meta` is an `error` row. On a named GPU target the row names it (`target`) and,
+    in bf16 or fp16, carries `predicted_floor_ms`: the counted FLOPs at the card's dense BF16
+    rate (an estimate, never a measured time)."""
     target = devices.get(config.device)
     result = Result.blank(config, f"predicted for {config.device}")
     result.target = config.device if target.is_target else ""
@@ -48,6 +49,8 @@ def predict(config: Config) -> Result:
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
     result.note = reading.note  # what the trace did not run (Triton launches skipped)
+    if variants.get(config.variant).compiled and target.kind == "cuda":
+        result.note = "; ".join(filter(None, (result.note, compiled.GPU_NOTE)))
     result.flops = flops
     if config.has_model:
         _model_columns(result, config, reading.state_bytes)
@@ -63,7 +66,8 @@ def meta_reason(config: Config) -> str | None:
     variant = variants.get(config.variant)
     kind = devices.get(config.device).kind
     reason = variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
-    return reason or (compiled.unsupported_reason(kind, config.fsdp) if variant.compiled else None)
+    chunks = -(-config.tokens // config.ce_chunk) if config.ce_chunk else 1
+    return reason or (compiled.unsupported_reason(kind, config.fsdp, chunks) if variant.compiled else None)
 
 
 def unpredictable(config: Config) -> str | None:
@@ -174,7 +178,8 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     (a model's step peaks in its optimizer step at small batches, in its activations at
     large ones), and `largest_fitting` starts from that guess. Each probe is extrapolated where
     it can be (`cebench.measure.series`): its cost grows neither with its chunks nor with its
-    model's blocks."""
+    model's blocks. A compiled chunked loss is traced whole, each probe compiled: its search
+    stops at `compiled.MAX_CHUNKS` chunks (an answer there is `at_limit`)."""
     cache: dict[int, int] = {}
 
     def peak(batch: int) -> int:
@@ -186,6 +191,8 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
 
     h_bound = budget // (config.context * config.d_model * ITEMSIZE[config.dtype])  # h alone must fit
     cap = max(1, min(max_batch, h_bound))
+    if config.ce_chunk and variants.get(config.variant).compiled:  # as far as a compiled step is predicted
+        cap = min(cap, max(1, compiled.MAX_CHUNKS * config.ce_chunk // config.context))
     unit = -(-(config.ce_chunk or config.context) // config.context)  # sequences per chunk (≥ 1)
     probes = sorted({min(cap, k * unit) for k in (8, 16)})
     a, guess = probes[-2:] if len(probes) > 1 else (probes[0], probes[0])

@@ -29,7 +29,7 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
     cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
     with `mem_method` 'predicted', `flops`, and no time; a compiled variant as inductor's generated
-    code runs (`cebench.measure.compiled`; a CPU target's, unsharded, else `unsupported`).
+    code runs (`cebench.measure.compiled`; unsharded, else `unsupported`).
     Also appended to the CSV `out` when given. A user's loss or build still running after
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
     from cebench.analyze.predict import predict as predict_point
@@ -72,7 +72,7 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
     cuBLAS workspaces too) fits `budget` (bytes, or text as `--budget` takes it: '80GiB';
     default: a named GPU's memory), per loss
-    variant and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
+    variant (compiled ones only when named) and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
     peak of its whole training step (per value of each of its step's settings given,
     `STEP_SETTINGS`: `activation_checkpointing="none,blocks"` answers for both), and the loss
     alone's answer beside it (`alone`). With `measure`, each answer is also run once on
@@ -107,6 +107,9 @@ def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, g
         devices.target(device, here=True, param="target")  # the target must be here to measure on it
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
+    if grid.get("variant") is None:  # compiled ones when named: each batch a fit asks of one compiles it again
+        candidates = replace(candidates, variants=tuple(n for n in candidates.variants
+                                                        if not variants.get(n).compiled))
     one_value(candidates, "fit", lists=STEP_SETTINGS)
     if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= BYTES_LIMIT:
         raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "

@@ -48,8 +48,9 @@ def predict_command(
     The step runs on `meta` tensors (nothing is allocated or computed, so a point takes
     milliseconds) under a dispatcher storage tracker that counts every tensor the step
     creates and frees. A compiled variant is compiled for the target (seconds, no kernel
-    built) and inductor's generated code runs on meta; for a CPU target only. The rows
-    have the sweep's columns with mem_method = predicted and no time.
+    built) and inductor's generated code runs on meta (for a GPU: its Triton code for the
+    card, written without one). The rows have the sweep's columns with mem_method =
+    predicted and no time.
     """
     import torch
 
@@ -86,7 +87,8 @@ def fit_command(
 ) -> None:
     """The largest batch that fits a memory budget, per variant and ce_chunk.
 
-    For each eager loss variant (and each ce_chunk of the chunked ones) a search over the
+    For each eager loss variant (a compiled one when named: each batch asked compiles it,
+    up to 64 chunks) and each ce_chunk of the chunked ones, a search over the
     batch size, at the given context, predicts the absolute peak (inputs included) of each
     candidate on `meta` and returns the largest batch whose peak fits the budget. With
     --model, each --optimizer and --activation-checkpointing given is a group of its own

@@ -40,6 +40,8 @@ FACTORIES: tuple[str, ...] = ("empty", "zeros", "ones", "full", "empty_strided",
                               "rand", "randn", "randint", "empty_like", "zeros_like", "ones_like", "full_like")
 METHODS: tuple[str, ...] = ("to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor")
 _REAL_DEVICE = torch._C.TensorBase.device  # the C getter: a tensor's true device
+_TORCH_FACTORIES = {name: getattr(torch, name) for name in FACTORIES}  # torch's own, as imported
+_TENSOR_METHODS = {name: getattr(torch.Tensor, name) for name in METHODS}
 
 
 def _from_peer(depth: int = 2) -> bool:
@@ -68,20 +70,38 @@ def _on_meta(kind: str, fn: Callable[..., Any], positional: bool, stand_in: str)
     return wrapped
 
 
+# Resident threads per SM, by compute capability (CUDA C++ Programming Guide, "Technical Specifications
+# per Compute Capability"): 1,536 on 8.6, 8.9 and 12.x, 2,048 on the others a target has.
+_THREADS_PER_SM_1536 = ((8, 6), (8, 9), (12, 0))
+
+
 @dataclass(frozen=True)
 class Properties:
-    """What `torch.cuda.get_device_properties` tells a peer of a GPU target."""
+    """What `torch.cuda.get_device_properties` tells a peer of a GPU target, and inductor
+    writing Triton code for it (`cebench.measure.compiled`): registers per SM (64 K on every
+    capability since 5.0), resident threads per SM and per block, warp size; `gcnArchName`
+    is the card's name (ROCm's architecture field, read by inductor for its lookup tables)."""
 
     name: str
     major: int
     minor: int
     multi_processor_count: int
     total_memory: int
+    regs_per_multiprocessor: int = 65536
+    max_threads_per_multi_processor: int = 2048
+    max_threads_per_block: int = 1024
+    warp_size: int = 32
+
+    @property
+    def gcnArchName(self) -> str:  # noqa: N802 - torch's name
+        return self.name
 
 
 def cuda_answers(gpu: targets.Target) -> dict[str, Callable[..., Any]]:
     """The `torch.cuda` functions a peer asks about its card, answered from `gpu`."""
-    properties = Properties(gpu.model, *gpu.capability, gpu.sm_count, gpu.capacity_bytes)
+    threads = 1536 if gpu.capability in _THREADS_PER_SM_1536 else 2048
+    properties = Properties(gpu.model, *gpu.capability, gpu.sm_count, gpu.capacity_bytes,
+                            max_threads_per_multi_processor=threads)
     return {"get_device_capability": lambda device=None: gpu.capability,
             "get_device_properties": lambda device=None: properties,
             "is_bf16_supported": lambda including_emulation=True: gpu.capability >= (8, 0),
@@ -121,4 +141,13 @@ def seen_as(kind: str, gpu: targets.Target | None = None, stand_in: str = "meta"
     factories = {name: _on_meta(kind, getattr(torch, name), False, stand_in) for name in FACTORIES}
     with patched(torch.Tensor, {"device": property(device), **methods}), patched(torch, factories), \
             patched(torch.cuda, {name: _for_peers(answers[name], fn) for name, fn in cuda.items()}):
+        yield
+
+
+@contextlib.contextmanager
+def unseen() -> Iterator[None]:
+    """Within (inside `seen_as` or not): torch's own factories and tensor methods, for work
+    that is not the step's (inductor compiling a graph for the target makes its fake tensors
+    on the target's device)."""
+    with patched(torch, _TORCH_FACTORIES), patched(torch.Tensor, _TENSOR_METHODS):
         yield

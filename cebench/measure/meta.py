@@ -197,7 +197,8 @@ def _loss(config: Config, kind: str) -> Callable[..., torch.Tensor]:
     """`config`'s variant's function as its step calls it on meta: a compiled variant's as
     inductor's code for a device of `kind` runs (`cebench.measure.compiled`)."""
     variant = variants.get(config.variant)
-    return compiled.on_meta(variant.load(), kind) if variant.compiled else variant.load()
+    gpu = targets_mod.BY_NAME.get(config.device)
+    return compiled.on_meta(variant.load(), kind, gpu) if variant.compiled else variant.load()
 
 
 @contextlib.contextmanager
