@@ -105,3 +105,14 @@ def test_a_compiled_chunked_loss_is_predicted_up_to_the_chunks_it_compiles(monke
     (answer,) = fitted.fits
     assert (answer.batch, answer.at_limit) == (4, True)
     assert not any(f.config.variant.endswith("-compiled") for f in api.fit(2**40, target="cpu", **shape).fits)
+
+
+def test_a_gpu_targets_compiled_row_without_triton_says_to_install_it(monkeypatch):
+    import importlib.util
+
+    from cebench.measure import compiled
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    assert "pip install triton" in compiled.unsupported_reason("cuda")
+    assert compiled.unsupported_reason("cpu") is None

@@ -19,9 +19,10 @@ capability and SM count answer inductor's questions, `_as_card`), from a build o
 without CUDA: autograd cannot differentiate fake CUDA tensors there (it needs the device's
 guard), so Dynamo captures and AOTAutograd partitions the graph on fake *host* tensors,
 and each partitioned graph, forward and backward, is traced again on fake CUDA tensors
-before inductor lowers it (`_on_gpu`). What this can miss is a decomposition or partition
-choice that tests the device, and it is not yet checked
-against a GPU's measurement: a GPU row's note (`GPU_NOTE`) says so.
+before inductor lowers it (`_on_gpu`). Inductor writes Triton code, so `triton` must be
+installed (no kernel is built). What this can miss is a decomposition or partition choice
+that tests the device, and it is not yet checked against a GPU's measurement: a GPU row's
+note (`GPU_NOTE`) says so.
 
 Each distinct signature (the function, shapes, strides, dtypes, `requires_grad` and the
 other arguments, which Dynamo bakes in as constants, as `torch.compile(dynamic=False)`
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import inspect
 import types
 import warnings
@@ -66,6 +68,8 @@ def unsupported_reason(kind: str, fsdp: int = 1, chunks: int = 1) -> str | None:
         return "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
     if not torch._dynamo.is_dynamo_supported():
         return "torch.compile (Dynamo) is not supported on this Python/platform"
+    if kind == "cuda" and importlib.util.find_spec("triton") is None:
+        return "a GPU target's compiled step is written in Triton by inductor: pip install triton (no GPU needed)"
     if kind in _KINDS:
         return None
     return f"a compiled step is predicted for a CPU or CUDA target, not {kind}; measure it with cebench sweep"
