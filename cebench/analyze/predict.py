@@ -66,8 +66,7 @@ def meta_reason(config: Config) -> str | None:
     variant = variants.get(config.variant)
     kind = devices.get(config.device).kind
     reason = variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
-    chunks = -(-config.tokens // config.ce_chunk) if config.ce_chunk else 1
-    return reason or (compiled.unsupported_reason(kind, config.fsdp, chunks) if variant.compiled else None)
+    return reason or (compiled.unsupported_reason(kind, config.fsdp, config.chunks) if variant.compiled else None)
 
 
 def unpredictable(config: Config) -> str | None:

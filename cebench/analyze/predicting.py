@@ -169,7 +169,7 @@ def warn_meta_work(points: Iterable[Config], command: str) -> None:
     from cebench.measure import series
 
     points = [p for p in points if series.period(p) is None]
-    chunks = sum(-(-p.tokens // p.ce_chunk) if p.ce_chunk else 1 for p in points)
+    chunks = sum(p.chunks for p in points)
     if chunks <= META_CHUNKS:
         return
     largest = max(p.tokens for p in points)

@@ -128,6 +128,11 @@ class Config(_Fields):
         return self.batch * self.context
 
     @property
+    def chunks(self) -> int:
+        """The chunks a chunked loss runs, ⌈N / ce_chunk⌉ (1 without a ce_chunk)."""
+        return -(-self.tokens // self.ce_chunk) if self.ce_chunk else 1
+
+    @property
     def torch_dtype(self) -> torch.dtype:
         return torch_dtype(self.dtype)
 

@@ -47,8 +47,9 @@ from cebench.core.patched import patched
 from cebench.measure.device_view import cuda_answers, unseen
 
 _KINDS = ("cpu", "cuda")  # the kinds of device whose generated code runs here on meta
-MAX_CHUNKS = 64  # chunks of a compiled loss predicted at most: Dynamo unrolls its loop, each chunk compiled
-COMPILE_S_PER_CHUNK = 0.35  # what a chunk adds to a compile (s): 92 s for 256 chunks on the 2-core CPU
+# Chunks of a compiled loss predicted at most: Dynamo unrolls its loop, each chunk compiled (92 s for 256 chunks,
+# about 0.35 s a chunk, on the 2-core development CPU)
+MAX_CHUNKS = 64
 GPU_NOTE = ("inductor's Triton code for this card, from a graph partitioned on the host; "
             "not yet checked on a GPU")
 
@@ -61,9 +62,9 @@ def unsupported_reason(kind: str, fsdp: int = 1, chunks: int = 1) -> str | None:
     """Why a compiled step for a device of `kind` sharded over `fsdp` ranks, whose loss runs
     `chunks` chunks, cannot be predicted here (None: it can)."""
     if chunks > MAX_CHUNKS:
-        return (f"torch.compile unrolls the chunk loop: {chunks:,} chunks would compile {chunks:,} copies of it "
-                f"(about {chunks * COMPILE_S_PER_CHUNK:.0f} s); a compiled step is predicted up to {MAX_CHUNKS} "
-                "chunks: a larger --ce-chunk, or measure it with cebench sweep")
+        return (f"torch.compile unrolls the chunk loop: {chunks:,} chunks would compile {chunks:,} copies of it; "
+                f"a compiled step is predicted up to {MAX_CHUNKS} chunks: a larger --ce-chunk, or measure it with "
+                "cebench sweep")
     if fsdp > 1:
         return "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
     if not torch._dynamo.is_dynamo_supported():
