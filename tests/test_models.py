@@ -21,7 +21,8 @@ from cebench.run.grid import GridOptions
 from test_cli import FAST_START
 
 # The published parameter counts (the sources are in cebench.models.model.PRESETS).
-PUBLISHED = {"gpt2": 124_439_808, "llama-3.2-1b": 1_235_814_400, "llama-3.1-8b": 8_030_261_248,
+PUBLISHED = {"gpt2": 124_439_808, "llama-3.2-1b": 1_235_814_400, "llama-3.2-3b": 3_212_749_824,
+             "llama-3.1-8b": 8_030_261_248,
              "qwen2.5-7b": 7_615_616_512, "gemma-2-2b": 2_614_341_888}
 
 # Small configs, one per model type: 3 blocks, d_model 24, an odd vocabulary, GQA 4/2 heads.

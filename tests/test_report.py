@@ -37,7 +37,7 @@ def every_variant(tmp_path_factory) -> Path:
     def triton(n: str) -> bool:
         return variants.get(n).devices == ("cuda",) or "cpu" in variants.get(n).interpreted_on
 
-    eager = [n for n in built_in() if not variants.get(n).compiled and not triton(n)]
+    eager = [n for n in built_in() if not variants.get(n).compiles and not triton(n)]
     path = sweep_csv(tmp_path_factory.mktemp("report") / "measured.csv", "--batch", "1,4", "--context", "32",
                      "--workload", "loss,sample", "--variant", ",".join(eager))
 

@@ -49,7 +49,7 @@ def predict(config: Config) -> Result:
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
     result.note = reading.note  # what the trace did not run (Triton launches skipped)
-    if variants.get(config.variant).compiled and target.kind == "cuda":
+    if variants.get(config.variant).compiles and target.kind == "cuda":
         result.note = "; ".join(filter(None, (result.note, compiled.GPU_NOTE)))
     result.flops = flops
     if config.has_model:
@@ -66,7 +66,7 @@ def meta_reason(config: Config) -> str | None:
     variant = variants.get(config.variant)
     kind = devices.get(config.device).kind
     reason = variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
-    return reason or (compiled.unsupported_reason(kind, config.fsdp, config.chunks) if variant.compiled else None)
+    return reason or (compiled.unsupported_reason(kind, config.fsdp, config.chunks) if variant.compiles else None)
 
 
 def unpredictable(config: Config) -> str | None:

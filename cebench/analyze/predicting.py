@@ -109,7 +109,7 @@ def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, g
     candidates = options.grid(device)
     if grid.get("variant") is None:  # compiled ones when named: each batch a fit asks of one compiles it again
         candidates = replace(candidates, variants=tuple(n for n in candidates.variants
-                                                        if not variants.get(n).compiled))
+                                                        if not variants.get(n).compiles))
     one_value(candidates, "fit", lists=STEP_SETTINGS)
     if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= BYTES_LIMIT:
         raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "

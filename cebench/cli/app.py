@@ -40,7 +40,7 @@ def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> No
             param.metavar = ""
         text = getattr(param, "help", None)  # an option's (an argument has none)
         if text:
-            loss = ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiled)
+            loss = ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiles)
             param.help = text.replace(VARIANTS, ", ".join(variants.names())).replace(LOSS_VARIANTS, loss)  # type: ignore[attr-defined]
 
 

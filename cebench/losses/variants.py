@@ -74,7 +74,9 @@ class Variant:
 
     `fn` is the callable or its ``'module:attr'`` path. `chunked` variants take
     `ce_chunk` and are measured once per chunk size; the others once per shape.
-    `compiled` variants are wrapped in `torch.compile` afresh per point. It runs on
+    `compiled` variants are wrapped in `torch.compile` afresh per point; `compiled_parts`
+    ones call `torch.compile`d functions their own module holds (compiled afresh per point
+    too; a prediction runs each as inductor's code runs it). It runs on
     `devices` only (`devices_reason`: why, where that is not obvious). `baseline`
     marks the variant every other one of its workload is compared with ("vs dense").
     `supports` names the loss semantics (`cebench.core.axes.FEATURES`) it takes as
@@ -99,6 +101,7 @@ class Variant:
     chunked: bool
     compiled: bool
     summary: str
+    compiled_parts: bool = False
     baseline: bool = False
     devices: tuple[str, ...] = ("cpu", "cuda")
     devices_reason: str = ""
@@ -112,6 +115,11 @@ class Variant:
     interpreted_on: tuple[str, ...] = ()
     affine_in_rows: bool = False
     same_steps: str | None = None
+
+    @property
+    def compiles(self) -> bool:
+        """Whether its step runs code `torch.compile` compiles (all of it, or its own parts)."""
+        return self.compiled or self.compiled_parts
 
     def load(self) -> Fn:
         """The eager function (its module imported now, when `fn` is a path)."""
@@ -130,21 +138,22 @@ class Variant:
         `fresh=False` (correctness checks, which time nothing) the cache is kept and shapes
         are left to Dynamo's automatic dynamic shapes, so a few compiles serve many shapes."""
         fn = self.load()
-        if not self.compiled:
+        if not self.compiles:
             return fn
         interpreter.enable()  # torch.compile imports triton
         import torch
 
-        if not fresh:
-            return torch.compile(fn)
-        torch._dynamo.reset()
-        return torch.compile(fn, dynamic=False)
+        if fresh:
+            torch._dynamo.reset()
+        if self.compiled_parts:
+            return fn
+        return torch.compile(fn, dynamic=False) if fresh else torch.compile(fn)
 
     def unsupported_reason(self, device: str) -> str | None:
         """Why this variant cannot run on `device` here, or None when it can. Asked before a
         variant runs: one whose kernels run interpreted, or compiled (Dynamo imports
         triton), chooses Triton's interpreter first where there is no GPU."""
-        if self.compiled or device in self.interpreted_on:
+        if self.compiles or device in self.interpreted_on:
             interpreter.enable()
         why = f": {self.devices_reason}" if self.devices_reason else ""
         reasons = [] if device in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
@@ -154,7 +163,7 @@ class Variant:
             reasons += filter(None, [interpreter.unavailable_reason()])
         if reasons:
             return "; ".join(reasons)
-        if not self.compiled:
+        if not self.compiles:
             return None
         import torch
 
@@ -186,6 +195,8 @@ def register(variant: Variant) -> Variant:
     """Add `variant` to the registry (names are unique) and return it."""
     if variant.name in REGISTRY:
         raise ValueError(f"variant {variant.name!r} is already registered")
+    if variant.compiles and variant.name.removesuffix(COMPILED) not in REGISTRY:
+        raise ValueError(f"a compiling variant is named after its eager twin + {COMPILED!r}, not {variant.name!r}")
     REGISTRY[variant.name] = variant
     return variant
 
@@ -240,8 +251,8 @@ def resolve(spec: str) -> Variant:
 
 
 def eager_twin(name: str) -> str:
-    """The variant a compiled one compiles (`name` less '-compiled'); any other, itself."""
-    return name[: -len(COMPILED)] if name in REGISTRY and REGISTRY[name].compiled else name
+    """The variant a compiling one runs eagerly (`name` less '-compiled'); any other, itself."""
+    return name[: -len(COMPILED)] if name in REGISTRY and REGISTRY[name].compiles else name
 
 
 def untrusted(names: Iterable[str], device: str) -> list[str]:
@@ -322,6 +333,13 @@ register(Variant("hf-loss", LOSS, f"{_IMPL}:transformers_causal_lm_loss", chunke
                  summary="transformers' own causal-LM loss: lm_head logits, ForCausalLMLoss (fp32 upcast)",
                  requires=Requires(packages=(("transformers", "transformers (or cebench[hf])"),)), on_request=True,
                  supports=frozenset({"softcap"}), affine_in_rows=True))
+_TORCHTUNE = "cebench.losses.torchtune"
+register(Variant("torchtune", LOSS, f"{_TORCHTUNE}:chunked_output_loss", chunked=False, compiled=False,
+                 summary="torchtune's CEWithChunkedOutputLoss: 8 output chunks, each upcast to fp32 for its CE",
+                 on_request=True))
+register(Variant("torchtune-compiled", LOSS, f"{_TORCHTUNE}:chunked_output_loss_compiled", chunked=False,
+                 compiled=False, compiled_parts=True, on_request=True,
+                 summary="torchtune's loss with compile=True: each chunk's upcast + CE compiled, not the projection"))
 register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
                  summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True,
                  affine_in_rows=True))

@@ -11,6 +11,10 @@ name when it runs: the trace sees its ops one by one, as eager torch runs them. 
 packages are imported by `eager` itself, with every module they import: a helper compiled
 only later (by a module the step imports, or while it runs) is not found, and under the
 tracker it runs eagerly by Dynamo's own skip or, with `fullgraph`, fails its row.
+
+A variant that compiles parts of itself (`Variant.compiled_parts`: torchtune's loss with
+`compile=True`) is predicted with each compiled function its module holds run as
+inductor's code runs it instead (`predicted`, `cebench.measure.compiled.on_meta`).
 """
 from __future__ import annotations
 
@@ -21,7 +25,9 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from cebench.core import targets
 from cebench.core.patched import patched
+from cebench.measure import compiled
 
 
 def _compiled(module: object) -> dict[str, Callable[..., Any]]:
@@ -49,6 +55,24 @@ def eager(packages: Iterable[str], ran: set[str]) -> Iterator[None]:
 
         return run
 
+    with _replaced(packages, recording):
+        yield
+
+
+@contextlib.contextmanager
+def predicted(modules: Iterable[str], kind: str, gpu: targets.Target | None) -> Iterator[None]:
+    """Within: the compiled functions held by `modules` (imported now, with the modules they
+    import) run on meta as inductor's code for a device of `kind` (for 'cuda': the card
+    `gpu`) runs them (`compiled.on_meta`)."""
+    with _replaced(modules, lambda original: compiled.on_meta(original, kind, gpu)):
+        yield
+
+
+@contextlib.contextmanager
+def _replaced(packages: Iterable[str],
+              replacement: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    """Within: each compiled function held by the modules of `packages` (imported now, with
+    the modules they import) is `replacement(its original Python)`."""
     names = tuple(packages)
     for name in names:
         importlib.import_module(name)
@@ -56,7 +80,7 @@ def eager(packages: Iterable[str], ran: set[str]) -> Iterator[None]:
     modules = [m for n, m in list(sys.modules.items()) if m is not None and (n in names or n.startswith(inside))]
     with contextlib.ExitStack() as stack:
         for module in modules:
-            compiled = _compiled(module)
-            if compiled:
-                stack.enter_context(patched(module, {n: recording(f) for n, f in compiled.items()}))
+            found = _compiled(module)
+            if found:
+                stack.enter_context(patched(module, {n: replacement(f) for n, f in found.items()}))
         yield

@@ -208,17 +208,22 @@ def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False) 
     already imported), and, for such a variant, its packages' compiled helpers run eagerly
     (`compiled_helpers.eager`, named in the record yielded; the packages imported there,
     before the device view, so that what they import keeps torch's own functions); the
-    peers' code sees the target (`seen_as`); and `answers` answers such a variant's reads of
+    peers' code sees the target (`seen_as`); a variant that compiles parts of itself has each
+    run as inductor's code runs it (`compiled_helpers.predicted`); and `answers` answers such a variant's reads of
     data (entered last: the mode nearest the step's ops, under a tracker entered after it).
     Only a peer whose Python is followed around its kernels reads data: another step is
     spared the extra dispatch mode (a quarter of a model step's trace time). `fake`: the
     step runs on fake CPU tensors standing in for the target (a sharded step)."""
     target = devices.get(config.device)
     needs_triton = _reads_data(config)
+    variant = variants.REGISTRY.get(config.variant)
     with triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, contextlib.ExitStack() as stack:
         if needs_triton:
             packages = [module for module, _ in variants.get(config.variant).requires.packages]
             stack.enter_context(compiled_helpers.eager(packages, skipped.eager))
+        if variant is not None and variant.compiled_parts:
+            stack.enter_context(compiled_helpers.predicted([variant.load().__module__], target.kind,
+                                                           targets_mod.BY_NAME.get(config.device)))
         stack.enter_context(seen_as(target.kind, targets_mod.BY_NAME.get(config.device), "cpu" if fake else "meta"))
         if needs_triton:
             stack.enter_context(answers.data_factories())

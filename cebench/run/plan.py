@@ -48,7 +48,7 @@ def steps(warmup: int, repeats: int) -> int:
 
 def nominal_cost_s(config: Config, warmup: int, repeats: int) -> float:
     """The nominal seconds one point takes (see `NOMINAL_COMPILE_S`), for balancing shards."""
-    compile_s = NOMINAL_COMPILE_S if variants.get(config.variant).compiled else 0.0
+    compile_s = NOMINAL_COMPILE_S if variants.get(config.variant).compiles else 0.0
     return steps(warmup, repeats) * matmul_flops(config) / devices.get(config.device).nominal_flops + compile_s
 
 

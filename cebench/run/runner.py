@@ -123,7 +123,7 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
     result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
     result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
     result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
-    if variant.compiled:
+    if variant.compiles:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
     result.flops = count_flops(config)  # a sharded point's too: through a fake process group, here
     if result.flops is not None:

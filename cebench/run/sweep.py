@@ -191,7 +191,7 @@ class Sweep:
                 rates[dtype] = outcome.value
         if not self.points or len(rates) < len(dtypes):
             return None
-        compiled = sum(variants.get(p.variant).compiled for p in self.points)
+        compiled = sum(variants.get(p.variant).compiles for p in self.points)
         return Estimate(plan_mod.estimate_s(self.points, self.settings.warmup, self.settings.repeats, rates), rates,
                         compiled)
 
