@@ -94,8 +94,8 @@ def test_a_declared_axis_is_a_csv_column_and_a_group_heading(ran, copy):
     assert columns[-1] == "logit_scale"  # appended after every column of schema 6
     cells = [dict(zip(columns, r.split(","), strict=True)) for r in rows]
     assert sorted((c["variant"], c["logit_scale"], c["status"], c["schema_version"]) for c in cells) == [
-        ("dense", "1", "ok", "7"), ("dense", "2", "unsupported", "7"),
-        ("scaled_ce.py:scaled_ce", "1", "ok", "7"), ("scaled_ce.py:scaled_ce", "2", "ok", "7")]
+        ("dense", "1", "ok", "8"), ("dense", "2", "unsupported", "8"),
+        ("scaled_ce.py:scaled_ce", "1", "ok", "8"), ("scaled_ce.py:scaled_ce", "2", "ok", "8")]
     headings = [line for line in output.splitlines() if line.startswith("──")]
     assert len(headings) == 2 and "scale 2" in headings[1] and "scale" not in headings[0]
     assert "dense does not support --logit-scale 2" in output  # dense does not implement it: its row says so

@@ -77,7 +77,8 @@ def test_a_compiled_loss_on_a_gpu_target_is_inductors_triton_code_for_the_card(m
         lowered.append(tuple(str(x.device) for x in example_inputs if isinstance(x, torch.Tensor)))
         return real(gm, example_inputs, **kwargs)
 
-    compiled._compiled.cache_clear()
+    compiled._captured.cache_clear()
+    compiled._lowered.cache_clear()
     monkeypatch.setattr(compile_fx, "compile_fx_inner", recording)
     n, vocab, d, chunk, b = 1024, 4096, 128, 256, 2  # bf16: 2 B an element
     rows = {r.variant: r for r in api.predict(target="h100-80gb", variant="dense-compiled,chunked-compiled",

@@ -212,7 +212,7 @@ def test_every_bad_config_is_one_line(tmp_path, case):
 
 
 BAD_NAMES = {
-    "nope": "unknown model 'nope' (choose from gpt2, llama-3.2-1b, llama-3.1-8b, qwen2.5-7b, gemma-2-2b",
+    "nope": "unknown model 'nope' (choose from gpt2, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-7b, gemma-2-2b",
     "missing.json": "missing.json: no such file",
     "missing.py:build": "missing.py: no such file",
     "no_such_module_xyz:build": "cannot import no_such_module_xyz",

@@ -112,15 +112,15 @@ def test_added_columns_and_the_schema_version_come_from_the_declarations():
                      "z_loss": 5, "reduction": 5, "note": 5, "grads": 5, "retain_graph": 5, "target": 5,
                      "predicted_floor_ms": 5, "grid": 5, "model": 6, "optimizer": 6, "activation_checkpointing": 6,
                      "n_params": 6, "model_state_bytes": 6, "step_peak_bytes": 6, "body_peak_bytes": 6,
-                     "body_time_ms": 6, "fsdp": 7}
-    assert SCHEMA_VERSION == 7 == max(c.added for c in schema.DECLARED)
+                     "body_time_ms": 6, "fsdp": 7, "compile": 8}
+    assert SCHEMA_VERSION == 8 == max(c.added for c in schema.DECLARED)
     assert ADDED == {c.name: c.added for c in schema.DECLARED if c.added > 1}
     assert set(schema.BEFORE) == set(ADDED) and schema.BEFORE["schema_version"] == "1"
     # every row written before these axes existed had them off: no padding, plain mean CE, fresh gradients, the
     # loss alone
     semantics = {"ignore_frac": "0", "softcap": "0", "label_smoothing": "0", "z_loss": "0", "reduction": "mean",
                  "grads": "none", "retain_graph": "no", "model": "none", "optimizer": "none",
-                 "activation_checkpointing": "none", "fsdp": "1"}
+                 "activation_checkpointing": "none", "fsdp": "1", "compile": "none"}
     assert {k: schema.BEFORE[k] for k in semantics} == semantics
     assert {v for k, v in schema.BEFORE.items() if k not in ("schema_version", *semantics)} == {""}
 

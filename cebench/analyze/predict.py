@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from cebench.core import devices
-from cebench.core.config import ITEMSIZE, Config
+from cebench.core.config import ITEMSIZE, Compile, Config
 from cebench.core.errors import UsageError, describe
 from cebench.losses import variants
 from cebench.measure import compiled, series
@@ -38,7 +38,7 @@ def predict(config: Config) -> Result:
             return result
     try:  # with the FLOPs of the same meta step, as `count_flops` counts a measured row's
         reading, flops = series.predicted(config)
-    except OpaqueOp as exc:
+    except (OpaqueOp, compiled.NotCompiled) as exc:  # a custom op; compiled code not as one graph
         result.status, result.error = Status.UNSUPPORTED, str(exc)
         return result
     except UsageError:  # a user's code that exits (`cebench.core.guard`): one line, as every command says it
@@ -49,7 +49,7 @@ def predict(config: Config) -> Result:
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
     result.note = reading.note  # what the trace did not run (Triton launches skipped)
-    if variants.get(config.variant).compiles and target.kind == "cuda":
+    if (variants.get(config.variant).compiles or config.compile == Compile.BLOCKS) and target.kind == "cuda":
         result.note = "; ".join(filter(None, (result.note, compiled.GPU_NOTE)))
     result.flops = flops
     if config.has_model:
@@ -61,11 +61,14 @@ def predict(config: Config) -> Result:
 
 def meta_reason(config: Config) -> str | None:
     """Why `config`'s variant cannot run on meta for its target (None: it can): what it
-    lacks there, or the semantics it does not take. A compiled variant runs as inductor's
-    code runs (`cebench.measure.compiled`), never built: its eager twin's needs are its own."""
+    lacks there, or the semantics it does not take. A compiled variant, and compiled blocks,
+    run as inductor's code runs (`cebench.measure.compiled`), never built: a compiled
+    variant's eager twin's needs are its own."""
     variant = variants.get(config.variant)
     kind = devices.get(config.device).kind
     reason = variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
+    if not reason and config.compile == Compile.BLOCKS:
+        reason = compiled.unsupported_reason(kind, config.fsdp)
     return reason or (compiled.unsupported_reason(kind, config.fsdp, config.chunks) if variant.compiles else None)
 
 

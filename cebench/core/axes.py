@@ -159,6 +159,13 @@ class Checkpointing(Choice):
     BLOCKS = "blocks"  # each block under torch.utils.checkpoint, non-reentrant
 
 
+class Compile(Choice):
+    """`torch.compile` of a model's blocks."""
+
+    NONE = "none"
+    BLOCKS = "blocks"  # each block compiled in place (`nn.Module.compile`), as torchtune's compile=True does
+
+
 NO_MODEL = "none"  # the `model` of a point that measures the loss alone
 _YES, _NO = ("yes", "true", "1", "on"), ("no", "false", "0", "off")
 C = TypeVar("C", bound=Choice)
@@ -426,6 +433,14 @@ AXES: tuple[Axis, ...] = (
          doc="ranks the `model`'s step was sharded over with FSDP2 (`fully_shard` on each block, then on the root; "
              "the optimizer on the shards); the memory columns are one rank's, the largest; 1: one process, "
              "unsharded", added=7, unit="ranks", label="FSDP ×{}", short="fsdp {}", requires=_MODEL_STEP),
+    Axis(name="compile", type=Compile, role=Role.MODEL, parse=choices(Compile), defaults={"*": "none"},
+         off=Compile.NONE,
+         help="torch.compile of the model's blocks: none, blocks (each block compiled in place, as torchtune's "
+              "compile=True and torchtitan compile them; the loss as its variant says); with --model.",
+         one="torch.compile of the model's blocks: none or blocks (with --model).",
+         doc="`none` or `blocks` (each block of the model compiled in place, `nn.Module.compile()`; the loss is "
+             "compiled or not as its variant says)", added=8, label="compiled {}", short="compile {}",
+         requires=_MODEL_STEP),
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 MODEL_AXES: tuple[str, ...] = tuple(a.name for a in AXES if a.role is Role.MODEL)  # a point with a model only

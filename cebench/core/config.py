@@ -21,14 +21,15 @@ from cebench.core.axes import (
     Axis,
     Checkpointing,
     Choice,
+    Compile,
     Grads,
     Optimizer,
     Reduction,
     YesNo,
 )
 
-__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOSS", "SAMPLE", "WORKLOADS", "Checkpointing", "Config",
-           "Grads", "Optimizer", "Reduction", "Settings", "YesNo", "torch_dtype"]
+__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOSS", "SAMPLE", "WORKLOADS", "Checkpointing", "Compile",
+           "Config", "Grads", "Optimizer", "Reduction", "Settings", "YesNo", "torch_dtype"]
 
 if TYPE_CHECKING:
     import torch
@@ -102,6 +103,7 @@ if TYPE_CHECKING:
         optimizer: Optimizer = Optimizer.NONE
         activation_checkpointing: Checkpointing = Checkpointing.NONE
         fsdp: int = 1
+        compile: Compile = Compile.NONE
     # </generated>
 else:
     _Fields = make_dataclass("_Fields", [(n, object) if d is generated.REQUIRED else (n, object, field(default=d))

@@ -33,14 +33,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import inspect
 import types
 import warnings
 from collections.abc import Callable, Iterator
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
+import torch.utils._pytree as pytree
+from torch import nn
 
 from cebench.core import targets
 from cebench.core.patched import patched
@@ -82,16 +84,31 @@ def on_meta(fn: Callable[..., torch.Tensor], kind: str,
     the card `gpu`, None: `targets.DEFAULT_GPU`), called with `meta` tensors: compiled on its
     first call with each signature (outside any dispatch mode), then inductor's wrapper run
     on meta."""
+    return _compiled_on_meta(fn, kind, gpu)
+
+
+def module_on_meta(module: nn.Module, kind: str, gpu: targets.Target | None = None) -> Callable[..., Any]:
+    """`module` as `module.compile()` runs it (its parameters and buffers graph inputs, as
+    Dynamo lifts them), called with `meta` tensors: `on_meta` for a module, whose graph is
+    captured once per signature and lowered once per distinct graph (the blocks of a
+    decoder share one)."""
+    return _compiled_on_meta(module, kind, gpu)
+
+
+def _compiled_on_meta(target: Callable[..., Any], kind: str, gpu: targets.Target | None) -> Callable[..., Any]:
     card = (gpu or targets.DEFAULT_GPU) if kind == "cuda" else None
 
-    def run(*args: Any, **kwargs: Any) -> torch.Tensor:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
-        bound.apply_defaults()
-        named = dict(bound.arguments)
-        compiled, order = _compiled(fn, card, _signature(named))
-        tensors = {name: value for name, value in named.items() if isinstance(value, torch.Tensor)}
-        out = compiled(*(tensors[name] for name in order))
-        return out[0] if isinstance(out, (tuple, list)) else out
+    def run(*args: Any, **kwargs: Any) -> Any:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        signature = tuple(_Tensor(tuple(v.shape), v.stride(), v.dtype, v.requires_grad)
+                          if isinstance(v, torch.Tensor) else v for v in leaves)
+        captured = _captured(target, spec, signature)
+        if captured is None:  # Dynamo compiles nothing of it: it runs eagerly
+            return target._call_impl(*args, **kwargs) if isinstance(target, nn.Module) else target(*args, **kwargs)
+        lowered = _lowered(captured.graph, card)
+        state = dict(target.named_parameters()) | dict(target.named_buffers()) if isinstance(target, nn.Module) else {}
+        out = lowered(*(leaves[where] if isinstance(where, int) else state[where] for where in captured.inputs))
+        return pytree.tree_unflatten(list(out), captured.out)
 
     return run
 
@@ -110,48 +127,141 @@ class _Tensor:
         return torch.empty_strided(self.shape, self.stride, dtype=self.dtype, requires_grad=self.requires_grad)
 
 
-def _signature(named: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """What a compiled graph is specialised on: each tensor argument as a `_Tensor`, each
-    other argument's value."""
-    return tuple((name, _Tensor(tuple(v.shape), v.stride(), v.dtype, v.requires_grad))
-                 if isinstance(v, torch.Tensor) else (name, v) for name, v in named.items())
+@dataclass(frozen=True)
+class _Graph:
+    """A captured graph as inductor is given it: its code, the host fake inputs it was
+    captured with (what it is specialised on) and the fake mode they belong to."""
+
+    module: torch.fx.GraphModule
+    example_inputs: tuple[Any, ...]
+    key: tuple[Any, ...]
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Graph) and self.key == other.key
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(fn: Callable[..., torch.Tensor], gpu: targets.Target | None,
-              signature: tuple) -> tuple[Callable[..., Any], list[str]]:
-    """The compiled forward-and-backward of `fn` at `signature` for a CPU (`gpu` None) or for
-    the card `gpu`, and the names of its arguments in the order it takes them."""
+@dataclass(frozen=True)
+class _Captured:
+    """Dynamo's graph of a call: `inputs`, where each graph input comes from (an int: that
+    leaf of the call's arguments; a str: that parameter or buffer of the module), and `out`,
+    the structure of what the call returns, the graph's outputs its leaves."""
+
+    graph: _Graph
+    inputs: tuple[int | str, ...]
+    out: pytree.TreeSpec
+
+
+@functools.lru_cache(maxsize=256)
+def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tuple) -> _Captured | None:
+    """Dynamo's one graph of `target` (a function, or a module with its parameters and
+    buffers) called with arguments of `spec` whose leaves are `signature`, captured on fake
+    host tensors outside any dispatch mode (a tracker above would see the compile's fake
+    tensors, and Dynamo would skip the frame); None when Dynamo captures no graph (it runs
+    the call eagerly: torch's chunked loss, a custom op). `NotCompiled` when it is more than
+    one graph, or one whose outputs are not the call's tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._python_dispatch import _disable_current_modes
 
-    # Outside any dispatch mode (a tracker above would see the compile's fake tensors, and Dynamo would skip the
-    # frame); what torch warns while it compiles is not the step's
-    with _disable_current_modes(), unseen(), warnings.catch_warnings():
+    name = getattr(target, "__name__", type(target).__name__)
+    with _disable_current_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mode = FakeTensorMode()
+        fn = _copy_of(target)
         with mode:  # captured and differentiated on the host: autograd needs a device's guard a CPU build lacks
-            values = {name: v.fake() if isinstance(v, _Tensor) else v for name, v in signature}
-        captured: list[tuple[torch.fx.GraphModule, list[Any]]] = []
+            leaves = [v.fake() if isinstance(v, _Tensor) else v for v in signature]
+            if isinstance(fn, nn.Module):
+                _made_fake(fn)
+        state = dict(fn.named_parameters()) | dict(fn.named_buffers()) if isinstance(fn, nn.Module) else {}
+        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        graphs: list[tuple[torch.fx.GraphModule, list[Any]]] = []
 
         def capture(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-            captured.append((gm, example_inputs))
+            graphs.append((gm, example_inputs))
             return gm.forward
 
         torch._dynamo.reset()
-        with mode:
-            torch.compile(fn, backend=capture, dynamic=False)(**values)
-        if len(captured) != 1:
-            raise NotCompiled(f"torch.compile split {getattr(fn, '__name__', fn)} into {len(captured)} graphs; "
-                              "a compiled step is predicted for one graph")
-        gm, example_inputs = captured[0]
-        order = [_argument(node.name, values) for node in gm.graph.nodes if node.op == "placeholder"]
-        with _no_kernels(), _as_card(gpu):
-            from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+        with mode:  # a module as `nn.Module.compile()` compiles it: its call, not its class's __call__
+            call = fn._call_impl if isinstance(fn, nn.Module) else fn
+            out = torch.compile(call, backend=capture, dynamic=False)(*args, **kwargs)
+    if not graphs:
+        return None
+    if len(graphs) != 1:
+        raise NotCompiled(f"torch.compile breaks {name} into {len(graphs)} graphs (Python runs between them); it is "
+                          "predicted compiled as one graph: measure it with cebench sweep")
+    gm, example_inputs = graphs[0]
+    where: dict[int, int | str] = {id(v): i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)}
+    where |= {id(v): n for n, v in state.items()}
+    if any(id(x) not in where for x in example_inputs):
+        raise NotCompiled(f"the compiled graph of {name} takes a tensor that is none of its arguments, parameters "
+                          "or buffers")
+    out_leaves, out_spec = pytree.tree_flatten(out)
+    outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    if not all(isinstance(v, torch.Tensor) for v in out_leaves):
+        raise NotCompiled(f"{name} returns more than the tensors its compiled graph computes")
+    if len(outputs) != len(out_leaves):  # the others are stored into Python objects, which a prediction cannot do
+        raise NotCompiled(f"{name}'s compiled graph also stores tensors into Python objects (a KV cache, say: "
+                          "hf:...:no-cache turns transformers' off)")
+    key = (gm.code, tuple(_Tensor(tuple(x.shape), x.stride(), x.dtype, x.requires_grad) for x in example_inputs))
+    return _Captured(_Graph(gm, tuple(example_inputs), key), tuple(where[id(x)] for x in example_inputs), out_spec)
 
-            inner = compile_fx_inner if gpu is None else _on_gpu(compile_fx_inner)
-            compiled = cast("Callable[..., Any]", compile_fx(gm, example_inputs, inner_compile=inner))
-    return compiled, order
+
+@contextlib.contextmanager
+def _outside_saved_tensors_hooks() -> Iterator[None]:
+    """Within: no saved-tensors hooks (a checkpointed block's, compiled on its first call
+    inside `torch.utils.checkpoint`, would otherwise count the compile's own saved tensors
+    as the block's); they are back after."""
+    autograd = torch._C._autograd
+    hooks = []
+    while (top := autograd._top_saved_tensors_default_hooks(True)) is not None:
+        hooks.append(top)
+        autograd._pop_saved_tensors_default_hooks()
+    try:
+        yield
+    finally:
+        for pack, unpack in reversed(hooks):
+            autograd._push_saved_tensors_default_hooks(pack, unpack)
+
+
+def _copy_of(target: Callable[..., Any]) -> Callable[..., Any]:
+    """`target` to compile on fake host tensors: a module's copy (its compiled call dropped),
+    whose parameters and buffers are then made fake; a function as it is."""
+    if not isinstance(target, nn.Module):
+        return target
+    with patched(target, {"_compiled_call_impl": None}):
+        return deepcopy(target)
+
+
+def _made_fake(module: nn.Module) -> None:
+    """`module`'s parameters and buffers replaced by host tensors like them (under a
+    FakeTensorMode: fake ones; a parameter stays a parameter)."""
+    def like(t: torch.Tensor) -> torch.Tensor:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+
+    for m in module.modules():
+        for name, p in m._parameters.items():
+            if p is not None:
+                m._parameters[name] = nn.Parameter(like(p), requires_grad=p.requires_grad)
+        for name, b in m._buffers.items():
+            if b is not None:
+                m._buffers[name] = like(b)
+
+
+@functools.lru_cache(maxsize=64)
+def _lowered(graph: _Graph, gpu: targets.Target | None) -> Callable[..., Any]:
+    """The compiled forward-and-backward of `graph` for a CPU (`gpu` None) or for the card
+    `gpu`: AOTAutograd's partition and inductor's code, its kernels never built."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings(), \
+            _no_kernels(), _as_card(gpu):
+        warnings.simplefilter("ignore")
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+        inner = compile_fx_inner if gpu is None else _on_gpu(compile_fx_inner)
+        return cast("Callable[..., Any]", compile_fx(graph.module, list(graph.example_inputs), inner_compile=inner))
 
 
 def _on_gpu(inner: Callable[..., Any]) -> Callable[..., Any]:
@@ -212,14 +322,6 @@ def _copy(self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> 
     """`Tensor.copy_` through the dispatcher: its Python binding guards the device first, and
     a CPU build has no CUDA guard (inductor's passes copy between fake CUDA tensors)."""
     return torch.ops.aten.copy_.default(self, src, non_blocking)
-
-
-def _argument(placeholder: str, values: dict[str, Any]) -> str:
-    """The argument a graph input is: Dynamo names the input of argument `x` `l_x_`."""
-    for name, value in values.items():
-        if isinstance(value, torch.Tensor) and placeholder == f"l_{name}_":
-            return name
-    raise NotCompiled(f"the compiled graph takes {placeholder}, which is none of the function's tensor arguments")
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ import torch
 
 from cebench.core import devices, interpreter
 from cebench.core import targets as targets_mod
-from cebench.core.config import Checkpointing, Config, Grads, Optimizer, torch_dtype
+from cebench.core.config import Checkpointing, Compile, Config, Grads, Optimizer, torch_dtype
 from cebench.core.errors import said
 from cebench.core.guard import user_code
 from cebench.core.memory import MemoryReading, storage_bytes
@@ -34,6 +34,7 @@ from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
 from cebench.models import fsdp
 from cebench.models import training as training_mod
+from cebench.models.contract import blocks
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import PREDICTED
 
@@ -179,6 +180,7 @@ def _steady(config: Config, layers: int | None = None, world: sharded.World | No
         training = training_mod.make(config, device="meta", model=_model(model, config.dtype, kind, config.optimizer,
                                                                          config.activation_checkpointing))
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
+        _compile_blocks(training.built.body, config, kind)
         return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
                        lambda: None, training.tensors, training)
     x = inputs_mod.make(config, device="meta")
@@ -191,6 +193,19 @@ def _steady(config: Config, layers: int | None = None, world: sharded.World | No
             previous.run()
 
     return _Steady(fn, lambda loss: make_step(loss, x, config), x.targets, warm, x.tensors, None)
+
+
+def _compile_blocks(body: torch.nn.Module, config: Config, kind: str) -> None:
+    """`body`'s blocks (shared by every step on meta) each run as inductor's code for
+    `config`'s target runs it when `config` compiles them (`compiled.module_on_meta`, as
+    `nn.Module.compile()` installs its compiled call), else eagerly."""
+    if config.compile == Compile.BLOCKS:
+        gpu = targets_mod.BY_NAME.get(config.device)
+        for block in training_mod.compile_blocks(body, config.model, real=False):
+            block._compiled_call_impl = compiled.module_on_meta(block, kind, gpu)
+    else:
+        for block in blocks(body):
+            block._compiled_call_impl = None
 
 
 def _loss(config: Config, kind: str) -> Callable[..., torch.Tensor]:

@@ -19,6 +19,7 @@ FLASH_CPU, FLASH, EFFICIENT = "flash-cpu", "flash", "efficient"
 _SDPA = F.scaled_dot_product_attention  # torch's own, whatever stands in for it while a model runs
 
 
+@torch.compiler.assume_constant_result  # what Dynamo tracing a model's attention takes as given
 def kernel_for(kind: str, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int, *, dropout: float = 0.0,
                mask: bool = False) -> str | None:
     """The kernel a device of `kind` ('cpu', 'cuda') runs for attention of these sizes with

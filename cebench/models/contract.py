@@ -18,6 +18,7 @@ anything runs (`check`, on meta). Torch is imported only when a build is checked
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -62,6 +63,16 @@ class Built:
     def n_params(self) -> int:
         """Elements of `params`."""
         return sum(p.numel() for p in self.params)
+
+
+def blocks(body: nn.Module) -> Iterator[nn.Module]:
+    """A body's blocks, which FSDP shards and `--compile blocks` compiles one by one: each
+    child of every `nn.ModuleList` in `body`."""
+    from torch import nn
+
+    for module in body.modules():
+        if isinstance(module, nn.ModuleList):
+            yield from module
 
 
 def check(returned: object, where: str) -> Built:

@@ -10,13 +10,13 @@ group in one process when predicted (`cebench.measure.sharded`). A sharded param
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from cebench.models.contract import Built
+from cebench.models.contract import Built, blocks
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -46,13 +46,6 @@ class Root(nn.Module):
     def forward(self, ids: torch.Tensor, loss: Loss) -> torch.Tensor:
         h = self.body(ids)
         return loss(h.reshape(-1, h.shape[-1]), self.head)
-
-
-def blocks(body: nn.Module) -> Iterator[nn.Module]:
-    """The modules FSDP wraps one by one: each child of every `nn.ModuleList` in `body`."""
-    for module in body.modules():
-        if isinstance(module, nn.ModuleList):
-            yield from module
 
 
 def shard(built: Built, mesh: DeviceMesh) -> Built:

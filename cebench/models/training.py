@@ -17,13 +17,14 @@ import torch
 import torch.nn.functional as F
 
 from cebench.core import devices
-from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Optimizer, YesNo
+from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Compile, Optimizer, YesNo
 from cebench.core.config import Config
+from cebench.core.errors import UsageError
 from cebench.core.memory import storage_bytes
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
 from cebench.models import fsdp
-from cebench.models.contract import Built
+from cebench.models.contract import Built, blocks
 from cebench.models.model import Model, resolve_model
 
 if TYPE_CHECKING:
@@ -116,7 +117,8 @@ def make(config: Config, device: str | torch.device | None = None,
     step of any shape can share; else made here, sharded over `mesh` when given."""
     device = torch.device(device if device is not None else config.device)
     built, optimizer = model or make_model(resolve_model(config.model), device, config.torch_dtype, config.optimizer,
-                                           config.activation_checkpointing, devices.get(config.device).kind, mesh)
+                                           config.activation_checkpointing, devices.get(config.device).kind, mesh,
+                                           compiled=config.compile == Compile.BLOCKS)
     gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
     shape = (config.batch, config.context)
     ids = (torch.empty(shape, dtype=torch.long, device=device) if device.type == "meta"
@@ -126,10 +128,13 @@ def make(config: Config, device: str | torch.device | None = None,
 
 def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer_name: Optimizer,
                checkpointing: Checkpointing, kind: str, mesh: DeviceMesh | None = None,
-               stand_in: bool = False) -> tuple[Built, torch.optim.Optimizer | None]:
+               stand_in: bool = False, compiled: bool = False) -> tuple[Built, torch.optim.Optimizer | None]:
     """`model` built on `device` in `dtype` (parameters drawn with a fixed seed), its blocks
     checkpointed as `checkpointing` says, sharded with FSDP over `mesh` when given
-    (`fsdp.shard`), and its optimizer `optimizer_name` over its (sharded) parameters. On
+    (`fsdp.shard`), and its optimizer `optimizer_name` over its (sharded) parameters;
+    `compiled`: each block compiled in place (`nn.Module.compile()`, Dynamo's caches
+    emptied first, so that the first step compiles), on a real device only (a step on meta
+    runs each as inductor's code runs it: `cebench.measure.meta`). On
     `meta`, or with `stand_in` (fake tensors), it stands in for a device of `kind` ('cpu',
     'cuda'): its attention kernel and optimizer implementation (torch's for-each kernels
     where that kind of device has them) are that kind's; on `meta` the optimizer has the
@@ -141,6 +146,8 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
     built = model.build(device, dtype, checkpointing=blocks, attention=kind if stand_in else None)
     if mesh is not None:
         built = fsdp.shard(built, mesh)
+    if compiled:
+        compile_blocks(built.body, model.name, real=not stand_in)
     params = built.params
     optimizer = _optimizer(optimizer_name, params, kind if stand_in else None)
     if meta and optimizer is not None:  # its state, as after a first step (nothing is computed on meta)
@@ -150,6 +157,20 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
         for p in params:
             p.grad = None
     return built, optimizer
+
+
+def compile_blocks(body: torch.nn.Module, name: str, real: bool = True) -> list[torch.nn.Module]:
+    """`body`'s blocks (`contract.blocks`), each compiled in place when `real`. `UsageError`
+    when it has none."""
+    found = list(blocks(body))
+    if not found:
+        raise UsageError(f"{name}: --compile blocks compiles each child of an nn.ModuleList in the body; it has none",
+                         "compile")
+    if real:
+        torch._dynamo.reset()
+        for block in found:
+            block.compile()
+    return found
 
 
 def _optimizer(name: Optimizer, params: list[torch.Tensor], kind: str | None) -> torch.optim.Optimizer | None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cebench.core import devices
-from cebench.core.config import SAMPLE, Config
+from cebench.core.config import SAMPLE, Compile, Config
 from cebench.core.shard import Shard
 from cebench.losses import variants
 from cebench.run import shard as shard_mod
@@ -48,7 +48,8 @@ def steps(warmup: int, repeats: int) -> int:
 
 def nominal_cost_s(config: Config, warmup: int, repeats: int) -> float:
     """The nominal seconds one point takes (see `NOMINAL_COMPILE_S`), for balancing shards."""
-    compile_s = NOMINAL_COMPILE_S if variants.get(config.variant).compiles else 0.0
+    compiles = variants.get(config.variant).compiles + (config.compile == Compile.BLOCKS)
+    compile_s = NOMINAL_COMPILE_S * compiles
     return steps(warmup, repeats) * matmul_flops(config) / devices.get(config.device).nominal_flops + compile_s
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cebench.core import devices
-from cebench.core.config import Config, Settings
+from cebench.core.config import Compile, Config, Settings
 from cebench.core.errors import UsageError, describe, said
 from cebench.core.memory import MemoryReading
 from cebench.losses import inputs as inputs_mod
@@ -123,7 +123,7 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
     result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
     result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
     result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
-    if variant.compiles:
+    if variant.compiles or config.compile == Compile.BLOCKS:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
     result.flops = count_flops(config)  # a sharded point's too: through a fake process group, here
     if result.flops is not None:
@@ -135,6 +135,8 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
 def _unsupported(config: Config) -> str | None:
     """Why `config`'s variant cannot run here or lacks a semantics the point asks for, or None."""
     variant = variants.get(config.variant)
+    if config.compile == Compile.BLOCKS and config.fsdp > 1:
+        return "compiled blocks are measured unsharded only (--fsdp 1)"
     return variant.unsupported_reason(config.device) or variant.lacks(config)
 
 
@@ -149,7 +151,7 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     (`sharded`), set up as `child` (default: this process's threads and the point's device;
     a user's variant needs its spec there), waiting at most `timeout_s` seconds (None: for ever)."""
     device = devices.get(config.device)
-    if config.fsdp > 1:
+    if config.fsdp > 1 and config.compile == Compile.NONE:
         return sharded(config, settings, child or Child(device=config.device), timeout_s, device.model_name())
     result = Result.blank(config, device.model_name())
     reason = _unsupported(config)

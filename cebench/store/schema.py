@@ -282,6 +282,7 @@ if TYPE_CHECKING:
         body_peak_bytes: int | None = None
         body_time_ms: float | None = None
         fsdp: int | None
+        compile: str
     # </generated>
 else:
     _Columns = dataclasses.make_dataclass(
