@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cebench.core.axes import Compile
 from cebench.core.units import format_bytes
 from cebench.render.table import Column, Table
 
@@ -79,6 +80,7 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
 
     c = anatomies[0].config
     sharded = f" · FSDP ×{c.fsdp}, per rank" if c.fsdp > 1 else ""
+    sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
     table = Table(anatomy_columns(), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
                                  f"{c.activation_checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
                                  f"{c.dtype} · {c.device} (predicted on meta)")

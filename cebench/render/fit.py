@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from cebench.core import devices
-from cebench.core.axes import STEP_SETTINGS
+from cebench.core.axes import STEP_SETTINGS, Compile
 from cebench.core.config import LOSS
 from cebench.core.units import format_bytes
 from cebench.losses import variants
@@ -87,6 +87,8 @@ def fit_note(fitted: Fitted) -> str:
         optimizer = "each group's optimizer" if "optimizer" in names else c.optimizer
         checkpointing = ("as each group says" if "activation_checkpointing" in names
                          else f"checkpointing {c.activation_checkpointing}")
+        if "compile" in names or c.compile == Compile.BLOCKS:
+            checkpointing += ", blocks compiled as each group says" if "compile" in names else ", blocks compiled"
         sharded = any(f.config.fsdp > 1 for f in fitted.fits)
         ranks = (", with FSDP one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
                  "max batch is per rank" if sharded else "")
