@@ -74,6 +74,21 @@ def test_unsharded_rows_are_measured_as_before(rows, predicted, variant):
     assert m.threads == torch.get_num_threads() and m.peak_bytes > rows[variant, 2].peak_bytes
 
 
+def test_fused_adamw_over_two_ranks_is_measured_as_predicted(model, tmp_path):
+    grid = {**GRID, "fsdp": 2, "variant": "dense", "optimizer": "adamw-fused"}
+    (m,) = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "fused.csv", model=model, **grid)
+    (p,) = api.predict(target="cpu", model=model, **grid)
+    assert m.status == p.status == "ok", (m.error, p.error)
+    assert (m.peak_bytes, m.body_peak_bytes, m.model_state_bytes) == (p.peak_bytes, p.body_peak_bytes,
+                                                                      p.model_state_bytes)
+    # on a GPU each rank's fused step counts (one per parameter) are on the device, one 512-byte block each;
+    # for-each AdamW keeps them on the host
+    gpu = {r.optimizer: r for r in api.predict(target="h100-80gb", model=model,
+                                               **{**grid, "optimizer": "adamw,adamw-fused"})}
+    params = 2 * 9 + 3  # each block's two norms and seven projections; the final norm, the embedding, the head
+    assert gpu["adamw-fused"].model_state_bytes - gpu["adamw"].model_state_bytes == 512 * params
+
+
 def test_a_rank_that_raises_is_an_error_row_and_the_sweep_goes_on(rows):
     (name,) = {v for v, _ in rows if v not in ("chunked", "dense")}
     assert rows[name, 1].status == "ok"  # no process group: no rank 1

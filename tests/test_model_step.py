@@ -309,3 +309,24 @@ def _small(tmp_path: Path) -> str:
     path = tmp_path / "small.json"
     path.write_text(json.dumps(SMALL))
     return str(path)
+
+
+def test_fused_adamw_is_predicted_to_the_byte_and_makes_no_parameter_sized_temporary(small, tmp_path):
+    grid = {**GRID, "variant": "dense", "model": small, "optimizer": "adamw,adamw-fused"}
+    measured = {m.optimizer: m for m in api.sweep(device="cpu", repeats=1, warmup=2, out=tmp_path / "s.csv", **grid)}
+    predicted = {p.optimizer: p for p in api.predict(target="cpu", **grid)}
+    fused = measured["adamw-fused"]
+    assert fused.status == "ok" and fused.peak_bytes == predicted["adamw-fused"].peak_bytes  # no residue
+    assert fused.model_state_bytes == measured["adamw"].model_state_bytes  # the same state
+    # at this shape for-each AdamW's step is the peak, in its temporaries (√exp_avg_sq per parameter); the fused
+    # kernel makes none, and its step's peak is the backward's
+    anatomy = {o: api.explain(device="cpu", meta=True, **{**grid, "optimizer": o}).anatomies[0]
+               for o in ("adamw", "adamw-fused")}
+    assert anatomy["adamw"].when == "optimizer step" and anatomy["adamw"].parts["optimizer step"] > 0
+    assert anatomy["adamw"].peak_bytes == measured["adamw"].peak_bytes - ADAMW_CPU_RESIDUE
+    assert anatomy["adamw-fused"].parts["optimizer step"] == 0 and anatomy["adamw-fused"].when == "body backward"
+    assert anatomy["adamw-fused"].peak_bytes == fused.peak_bytes < anatomy["adamw"].peak_bytes
+    params = resolve_model(small).build("meta").params
+    # on a GPU the fused step counts live on the device, one 512-byte block each
+    gpu = {p.optimizer: p for p in api.predict(target="cuda", **{**grid, "dtype": "fp32"})}
+    assert gpu["adamw-fused"].model_state_bytes - gpu["adamw"].model_state_bytes == 512 * len(params)

@@ -149,7 +149,8 @@ class Optimizer(Choice):
 
     NONE = "none"
     SGD = "sgd"
-    ADAMW = "adamw"
+    ADAMW = "adamw"  # its for-each implementation where the device has one (torch's default)
+    ADAMW_FUSED = "adamw-fused"  # AdamW(fused=True): one in-place kernel, no parameter-sized temporaries
 
 
 class Checkpointing(Choice):
@@ -414,10 +415,11 @@ AXES: tuple[Axis, ...] = (
              "build); `none`: the loss alone", added=6, metavar="MODEL", label=_file_name, short="{}"),
     Axis(name="optimizer", type=Optimizer, role=Role.MODEL, parse=choices(Optimizer), defaults={"*": "adamw"},
          off=Optimizer.NONE, help="Optimizers of the model's step: none, sgd, adamw (torch.optim's, default "
-                                  "settings); with --model.",
-         one="Optimizer of the model's step: none, sgd or adamw (with --model).",
-         doc="`none`, `sgd` or `adamw` (torch.optim's, default settings): the optimizer step of a `model` row; "
-             "`none` for the loss alone", added=6, label="{}", short="{}", requires=_MODEL_STEP),
+                                  "settings), adamw-fused (AdamW(fused=True)); with --model.",
+         one="Optimizer of the model's step: none, sgd, adamw or adamw-fused (with --model).",
+         doc="`none`, `sgd`, `adamw` (torch.optim's, default settings) or `adamw-fused` (`AdamW(fused=True)`): the "
+             "optimizer step of a `model` row; `none` for the loss alone", added=6, label="{}", short="{}",
+         requires=_MODEL_STEP),
     Axis(name="activation_checkpointing", type=Checkpointing, role=Role.MODEL, parse=choices(Checkpointing),
          defaults={"*": "none"}, off=Checkpointing.NONE,
          help="Activation checkpointing of the model's blocks: none, blocks (each block under "

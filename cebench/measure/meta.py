@@ -263,12 +263,15 @@ def _on(config: Config, fake: bool = False) -> frozenset[str]:
 
 
 def _host_state(training: training_mod.Training | None, host_counts: bool) -> set[int]:
-    """The ids of the optimizer state a GPU keeps on the host (AdamW's step counts), where
-    the target's memory does not hold them (`host_counts` False) and a step on fake CPU
-    tensors cannot tell them by their device."""
-    if training is None or host_counts or training.optimizer is None or not training.sharded:
+    """The ids of the optimizer state a GPU keeps on the host (AdamW's step counts, unless
+    fused: then on the device), where the target's memory does not hold them (`host_counts`
+    False) and a step on fake CPU tensors cannot tell them by their device."""
+    if training is None or host_counts or not training.sharded:
         return set()
-    return {id(t) for s in training.optimizer.state.values() for k, t in s.items() if k == "step"}
+    optimizer = training.optimizer
+    if optimizer is None or optimizer.defaults.get("fused"):
+        return set()
+    return {id(t) for s in optimizer.state.values() for k, t in s.items() if k == "step"}
 
 
 @contextlib.contextmanager

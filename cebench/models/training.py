@@ -2,13 +2,15 @@
 variant on (h flattened, the head weight, targets) → `backward` → `optimizer.step()` →
 gradients set to None (`zero_grad(set_to_none=True)`), as a user's loop runs it.
 
-The optimizer is torch.optim's own with its default settings; its state exists from the
-first (warm-up) step on, so a measured step is a steady-state one. `stand_in` is the loss of
+The optimizer is torch.optim's own with its default settings (`adamw-fused`: `fused=True`);
+its state exists from the first (warm-up) step on, so a measured step is a steady-state one. `stand_in` is the loss of
 the body's step (`body_config`): the same step with no vocabulary-sized work, whose peak
 `body_peak_bytes` is, so that the difference is what the loss costs inside the model.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,7 @@ from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Com
 from cebench.core.config import Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import storage_bytes
+from cebench.core.patched import patched
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
 from cebench.models import fsdp
@@ -179,11 +182,34 @@ def _optimizer(name: Optimizer, params: list[torch.Tensor], kind: str | None) ->
     torch chooses for the parameters' own device)."""
     if name == Optimizer.NONE:
         return None
+    trained = [p for p in params if p.requires_grad]
+    if name == Optimizer.ADAMW_FUSED:
+        return _FusedAdamW(trained, fused=True)
     from torch.optim.optimizer import _get_foreach_kernels_supported_devices
 
     foreach = None if kind is None else kind in _get_foreach_kernels_supported_devices()
     cls = {Optimizer.SGD: torch.optim.SGD, Optimizer.ADAMW: torch.optim.AdamW}[name]
-    return cls([p for p in params if p.requires_grad], foreach=foreach)
+    return cls(trained, foreach=foreach)
+
+
+class _FusedAdamW(torch.optim.AdamW):
+    """`torch.optim.AdamW(fused=True)`, whose parameters may also be on `meta` standing in for
+    a device: torch refuses meta by its name, though its fused kernel has a meta implementation
+    (in place, as on the devices, its step counts on the parameters' device)."""
+
+    def __init__(self, params: list[torch.Tensor], **kwargs: Any) -> None:
+        with _any_device():
+            super().__init__(params, **kwargs)
+
+    def step(self, closure: Any = None) -> Any:
+        with _any_device():
+            return super().step(closure)
+
+
+def _any_device() -> contextlib.AbstractContextManager[None]:
+    """Within: torch.optim's fused-AdamW device check passes any device (`meta` included)."""
+    adam = importlib.import_module("torch.optim.adam")
+    return patched(adam, {"_device_dtype_check_for_fused": lambda *args, **kwargs: None})
 
 
 def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Config) -> Step:
