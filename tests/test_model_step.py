@@ -330,3 +330,19 @@ def test_fused_adamw_is_predicted_to_the_byte_and_makes_no_parameter_sized_tempo
     # on a GPU the fused step counts live on the device, one 512-byte block each
     gpu = {p.optimizer: p for p in api.predict(target="cuda", **{**grid, "dtype": "fp32"})}
     assert gpu["adamw-fused"].model_state_bytes - gpu["adamw"].model_state_bytes == 512 * len(params)
+
+
+def test_a_tied_heads_two_gradients_are_summed_in_place_measured_and_predicted(tmp_path):
+    """The embedding and the head share one weight: its two gradients meet in the autograd
+    engine, which adds one into the other in place (a trace would add them out of place, a
+    vocab × d_model buffer more, unless it follows the engine). A vocabulary larger than the
+    tokens makes that sum the body step's peak."""
+    path = tmp_path / "tied.json"
+    path.write_text(json.dumps({**SMALL, "vocab_size": 4099, "tie_word_embeddings": True}))
+    grid = {**GRID, "model": str(path), "optimizer": "none", "activation_checkpointing": "none,blocks"}
+    measured = api.sweep(device="cpu", repeats=1, warmup=2, out=tmp_path / "s.csv", **grid)
+    predicted = {key(r): r for r in api.predict(target="cpu", **grid)}
+    for m in measured:
+        p = predicted[key(m)]
+        assert m.status == p.status == "ok", (m.error, p.error)
+        assert (m.peak_bytes, m.body_peak_bytes) == (p.peak_bytes, p.body_peak_bytes), key(m)

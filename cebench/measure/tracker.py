@@ -16,12 +16,18 @@ ops are, is run by that Python under the tracker, so that its internal buffers a
 (`transparent`); one whose kernel is not (its fake kernel would allocate only its outputs)
 is listed in `opaque`.
 
+Where the autograd engine sums two gradients for one input in place on a device, it does so
+under the tracker too (`accumulated_into`), though a dispatch mode makes the engine add out
+of place.
+
 `OpTracker` also records which op made each storage, its shape and dtype, and the phase
 of the step (`cebench.measure.timeline`), for `cebench explain`.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -67,6 +73,7 @@ class StorageTracker(TorchDispatchMode):
     def __init__(self, ignore: Iterable[torch.Tensor] = (),
                  granularity: int | Callable[[int], int] = 1, device_types: frozenset[str] | None = None) -> None:
         super().__init__()
+        _lone_holds()  # found once, before any step runs
         self.granularity = granularity
         self._types = device_types
         self._block = charge(granularity)
@@ -122,6 +129,8 @@ class StorageTracker(TorchDispatchMode):
         self._changed(key, tensor)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _ADD and not kwargs and (into := accumulated_into(args)) is not None:
+            return into.add_(args[1])  # below this mode: no new storage
         kernel = None
         if self.temporaries is not None:
             self._hold(self.temporaries(func, args), _device_type(args))
@@ -152,6 +161,64 @@ class StorageTracker(TorchDispatchMode):
         for buffer in held:
             self.track(buffer)
         del held
+
+
+_ADD = torch.ops.aten.add.Tensor
+
+
+def accumulated_into(args: tuple) -> torch.Tensor | None:
+    """The gradient the autograd engine adds `args[1]` into in place, where this `add` is
+    its sum of two gradients for one input (a tied weight's, a residual stream's); None: a
+    new tensor, as the op says.
+
+    Summing a gradient `var` into the one its input buffer holds, `old`, the engine writes
+    into `old` when it holds the last reference to it and to its storage and `old` is dense
+    (`torch/csrc/autograd/input_buffer.cpp`), but while a dispatch mode is on it counts every
+    tensor a subclass and adds out of place: one buffer more than the device holds. This is
+    its test, seen from the mode: `old + var` in a backward with grad mode off, of two
+    tensors of one shape, dtype and device, `old` dense and held by the engine alone: its
+    references (C++ and Python) what a lone gradient's are here (`_lone_holds`), and no other
+    tensor on its storage."""
+    if torch.is_grad_enabled() or torch._C._current_autograd_node() is None or len(args) != 2:
+        return None
+    if _holds(args) != _lone_holds():  # first: a local name for `old` would be one reference more
+        return None
+    old, new = args
+    if not isinstance(new, torch.Tensor) or old.shape != new.shape or old.dtype != new.dtype \
+            or old.device != new.device:
+        return None
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+
+    storage = old.untyped_storage()  # a reference to the storage itself: one use more
+    alone = torch._C._storage_Use_Count(storage._cdata) == 2
+    dense = is_non_overlapping_and_dense_or_false(old) and not old.is_nested and not old._is_zerotensor()
+    return old if alone and dense else None
+
+
+def _holds(args: tuple) -> tuple[int, int] | None:
+    """The references to `args[0]` seen from here: its TensorImpl's use count and its
+    Python object's reference count (None: not a plain tensor)."""
+    if not isinstance(args[0], torch.Tensor):
+        return None
+    return args[0]._use_count(), sys.getrefcount(args[0])  # type: ignore[attr-defined]
+
+
+@functools.cache
+def _lone_holds() -> tuple[int, int] | None:
+    """`_holds` of a gradient only the engine's input buffer holds, seen from a dispatch mode:
+    two products' gradients, each made once, summed for their common input."""
+    seen: list[tuple[int, int] | None] = []
+
+    class Probe(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is _ADD and torch._C._current_autograd_node() is not None:
+                seen.append(_holds(args))
+            return func(*args, **(kwargs or {}))
+
+    leaf = torch.empty(4, device="meta", requires_grad=True)
+    with torch.enable_grad(), Probe():
+        (leaf * 2 + leaf * 3).sum().backward()
+    return seen[0]
 
 
 def charge(granularity: int | Callable[[int], int]) -> Callable[[int], int]:
