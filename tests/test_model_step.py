@@ -346,3 +346,24 @@ def test_a_tied_heads_two_gradients_are_summed_in_place_measured_and_predicted(t
         p = predicted[key(m)]
         assert m.status == p.status == "ok", (m.error, p.error)
         assert (m.peak_bytes, m.body_peak_bytes) == (p.peak_bytes, p.body_peak_bytes), key(m)
+
+
+def test_repeat_kv_repeats_grouped_keys_and_values_per_head_measured_and_predicted(small, tmp_path):
+    """`:repeat-kv` after a config: its keys and values repeated per query head before attention on
+    every device, as torchtune's attention does; the kernel saves them so."""
+    repeated = f"{small}:repeat-kv"
+    grid = {**GRID, "variant": "dense", "model": f"{small},{repeated}", "optimizer": "none",
+            "activation_checkpointing": "none,blocks"}
+    measured = api.sweep(device="cpu", repeats=1, warmup=2, out=tmp_path / "s.csv", **grid)
+    predicted = {(r.model, r.activation_checkpointing): r for r in api.predict(target="cpu", **grid)}
+    assert {m.model for m in measured} == {small, repeated}
+    for m in measured:
+        p = predicted[m.model, m.activation_checkpointing]
+        assert m.status == p.status == "ok", (m.error, p.error)
+        assert (m.peak_bytes, m.body_peak_bytes) == (p.peak_bytes, p.body_peak_bytes), m.model
+    # on a GPU, bf16: each of the 2 blocks saves keys and values for 6 heads, not 2, of head_dim 8
+    gpu = {r.model: r for r in api.predict(target="h100-80gb", **{**grid, "batch": 4, "context": 256,
+                                                                  "activation_checkpointing": "none"})}
+    assert gpu[repeated].step_peak_bytes - gpu[small].step_peak_bytes == 2 * 2 * (4 * 256) * (6 - 2) * 8 * 2
+    with pytest.raises(api.UsageError, match="repeat-kv follows a preset"):
+        api.predict(target="cpu", model="cebench.api:repeat-kv", variant="dense", batch=1, context=8)

@@ -406,7 +406,8 @@ AXES: tuple[Axis, ...] = (
     # optimizer and activation checkpointing; a loss alone has neither.
     Axis(name="model", type=str, role=Role.MODEL, parse=parse_models, defaults={"*": NO_MODEL}, off=NO_MODEL,
          help="Models whose training step the loss runs in, comma-separated: a preset (cebench models), a Hugging "
-              "Face config.json (cebench's decoder), either after hf: (the transformers model itself; :no-dropout, "
+              "Face config.json (cebench's decoder; :repeat-kv after it repeats grouped keys and values per query "
+              "head, as torchtune's attention does), either after hf: (the transformers model itself; :no-dropout, "
               ":no-cache after it turn those off), or path/to/file.py:build / package.module:build; the model sets "
               "vocab and d_model.",
          one="Model whose training step the loss runs in: a preset (cebench models), a config.json, either after "

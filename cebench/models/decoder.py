@@ -13,7 +13,9 @@ unless the device's kernel cannot take them so (`attention.repeats_kv`): on CUDA
 are first repeated per group, because the memory-efficient kernel (fp32's) refuses
 `enable_gqa` and the step would fall to the math kernel, which materialises batch × heads ×
 context² scores; a CPU's flash kernel takes them grouped in every dtype. The choice rests on
-the kind of device and the dtype, so a build on `meta` runs what the real device runs.
+the kind of device and the dtype, so a build on `meta` runs what the real device runs. A
+model named with `:repeat-kv` (`ModelSpec.repeat_kv`) repeats them on every device, as
+torchtune's attention does: each block's repeated keys and values are what its kernel saves.
 
 Built on `meta` it allocates nothing; on a real device its weights are drawn from
 N(0, initializer_range²) (norms: 1, Gemma's 1 + weight: 0; biases: 0).
@@ -130,7 +132,8 @@ class Attention(nn.Module):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = spec.n_heads, spec.n_kv_heads, spec.head_dim
         dtype = factory["dtype"] or torch.get_default_dtype()
-        self.repeat_kv = spec.n_kv_heads != spec.n_heads and (not _SDPA_GQA or repeats_kv(kind, dtype, spec.head_dim))
+        self.repeat_kv = spec.n_kv_heads != spec.n_heads and (spec.repeat_kv or not _SDPA_GQA
+                                                              or repeats_kv(kind, dtype, spec.head_dim))
         kv_heads = spec.n_heads if self.repeat_kv else spec.n_kv_heads
         self.dropout = spec.attn_dropout
         self.kernel = kernel_for(kind, dtype, spec.n_heads, kv_heads, spec.head_dim,

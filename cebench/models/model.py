@@ -1,5 +1,7 @@
-"""One name for a model, whatever it is: a preset, a `config.json` path, the transformers
-model of either (`hf:` before it), or a user's build.
+"""One name for a model, whatever it is: a preset, a `config.json` path (either with
+`:repeat-kv` after it: grouped keys and values repeated per query head before attention, as
+torchtune's attention does), the transformers model of either (`hf:` before it), or a
+user's build.
 
 Presets are Hugging Face `config.json` files shipped in `cebench/models/presets/` (the
 published files' fields, less transformers' bookkeeping such as `transformers_version`);
@@ -43,6 +45,7 @@ class Preset:
 
 
 HUB = "the Hub's count of the safetensors checkpoint"
+REPEAT_KV = "repeat-kv"  # after a preset or config.json: grouped keys and values repeated per query head
 PRESETS: dict[str, Preset] = {
     "gpt2": Preset("openai-community/gpt2", "124,439,808, transformers' GPT2LMHeadModel (GPT-2 small, '124M')"),
     "llama-3.2-1b": Preset("meta-llama/Llama-3.2-1B", f"1,235,814,400, {HUB} (1.24B)"),
@@ -119,15 +122,25 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
         return _hf_model(text)
     if text.endswith(".py"):
         raise UsageError(f"{text}: a Python file names the function that builds the model: {text}:build", "model")
-    found = _config(text)
+    where, repeat_kv = _decoder_name(text)
+    found = _config(where)
     if found is not None:
-        return _decoder_model(text, found[1], parse(found[0], text))
+        return _decoder_model(text, found[1], replace(parse(found[0], where), repeat_kv=repeat_kv))
+    if repeat_kv:
+        raise UsageError(f"{text}: {REPEAT_KV} follows a preset ({', '.join(PRESETS)}) or a config.json", "model")
     if is_spec(text):
         built = _build(text, "meta", None)
         return Model(text, f"user build {text}", None, built.n_params, built.vocab, built.d_model)
     raise UsageError(f"unknown model '{text}' (choose from {', '.join(PRESETS)}; or give path/to/config.json, "
                      f"either after {hf_mod.PREFIX} for the transformers model, path/to/file.py:build or "
                      "package.module:build)", "model")
+
+
+def _decoder_name(text: str) -> tuple[str, bool]:
+    """'llama-3.2-3b:repeat-kv' → ('llama-3.2-3b', True): the preset or config path, and
+    whether the decoder repeats grouped keys and values per query head on every device."""
+    head, _, last = text.rpartition(":")
+    return (head, True) if head and last == REPEAT_KV else (text, False)
 
 
 def presets() -> list[Model]:

@@ -51,7 +51,8 @@ class ModelSpec:
     `attn_softcap` and `sliding_window` as published, not modelled; `torch_dtype` the dtype
     the weights were published in; `embed_dropout`, `attn_dropout` and `resid_dropout` the
     dropout probabilities on the embeddings, the attention weights and each block's two
-    branches."""
+    branches; `repeat_kv`: grouped key/value heads repeated per query head before attention
+    on every device, as torchtune's attention does (else only where the kernel needs it)."""
 
     model_type: str
     vocab: int
@@ -78,6 +79,7 @@ class ModelSpec:
     embed_dropout: float = 0.0
     attn_dropout: float = 0.0
     resid_dropout: float = 0.0
+    repeat_kv: bool = False
 
     @property
     def family(self) -> Family:
