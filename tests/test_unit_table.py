@@ -106,3 +106,14 @@ def test_a_note_on_columns_says_only_what_the_shown_ones_need():
     assert [str(n) for n in render(table, None).notes] == ["always", "w: a wide one; b: another", "b"]
     assert [str(n) for n in render(table, 10).notes] == ["always", "b: another", "b"]  # wide left out
     assert [str(n) for n in render(table, 1).notes] == ["always"]  # both left out: no note at all
+
+
+def test_a_group_line_wider_than_the_terminal_breaks_after_a_separator():
+    t = Table([Column("a", "a")])
+    t.add_group("alpha · beta · gamma")
+    t.add_row("1")
+    assert render(t, 20).body.plain.splitlines()[2:5] == ["── alpha · beta ·", "   gamma ──", "1"]
+    assert render(t, None).body.plain.splitlines()[2] == "── alpha · beta · gamma ──"
+    t = Table([Column("a", "a")])
+    t.add_group("unbroken-label-of-thirty-cells")  # no separator: whole, past the width
+    assert render(t, 20).body.plain.splitlines()[2] == "── unbroken-label-of-thirty-cells ──"

@@ -3,7 +3,8 @@
 Columns have a priority: 0 is always shown; when the table is wider than the terminal,
 the columns of the highest priority are dropped first, and `render` says which, so a
 footer can tell the reader how to see them. Group rows (a line across the table, e.g. one
-shape) take no column. Cells are rich `Text` (styles kept) or plain strings.
+shape) take no column; one wider than the terminal breaks after a " · ". Cells are rich
+`Text` (styles kept) or plain strings.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 GAP = "  "  # between columns
+SEPARATOR = " · "  # between the parts of a group row's label, where a long one breaks
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,20 @@ class Rendered:
     hidden: list[str]
 
 
+def _group_lines(label: str, width: int | None) -> list[str]:
+    """A group row's label as lines of at most `width` cells with room for the rule after it
+    (None: one line): broken after a " · " (the label's parts), continued indented."""
+    words = label.split(SEPARATOR)
+    lines, line = [], f"── {words[0]}"
+    for word in words[1:]:
+        if width is not None and len(line) + len(SEPARATOR) + len(word) + 3 > width:
+            lines.append(line + SEPARATOR.rstrip())
+            line = f"   {word}"
+        else:
+            line += SEPARATOR + word
+    return [*lines, line + " "]
+
+
 def render(table: Table, width: int | None, keep: Sequence[str] | None = None) -> Rendered:
     """The table's body as text lines of at most `width` cells (None: as wide as it needs)."""
     shown, hidden = choose(table, width, keep)
@@ -122,7 +138,8 @@ def render(table: Table, width: int | None, keep: Sequence[str] | None = None) -
     lines = [line([c.header for c in table.columns], style="bold"), Text("━" * total, style="dim")]
     for row in table.rows:
         if isinstance(row, str):
-            label = f"── {row} "
+            *heads, label = _group_lines(row, width)
+            lines.extend(Text(head, style="cyan") for head in heads)
             lines.append(Text(label + "─" * max(total - len(label), 2), style="cyan"))
         else:
             lines.append(line(row))
