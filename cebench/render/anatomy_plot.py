@@ -48,7 +48,8 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
         ax.text(a.peak_bytes / scale, y, f" {format_bytes(a.peak_bytes)} ({a.when})", va="center", fontsize=8)
     if capacity:
         ax.axvline(capacity / scale, color="black", linestyle=(0, (4, 2)), linewidth=1)
-        ax.text(capacity / scale, -0.45, f"{c.device} memory ", ha="right", va="bottom", fontsize=8)
+        ax.text(capacity / scale, 0.03, f"{c.device} memory ", ha="right", va="bottom", fontsize=8,
+                transform=ax.get_xaxis_transform())  # inside the axes, left of the line, whatever the bars
     ax.set_xlabel(f"predicted step peak ({unit})")
     ax.set_xlim(0, max(top, capacity or 0) / scale * 1.25)
     checkpointing = "blocks checkpointed" if c.activation_checkpointing == Checkpointing.BLOCKS else "no checkpointing"
