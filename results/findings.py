@@ -208,7 +208,17 @@ def blocks_command(text: str, slug: str) -> str:
     return match[1]
 
 
+OPTIONS = ("--check", "--out", "--readme")
+
+
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
+    unknown = [a for a in argv if a.startswith("-") and a not in OPTIONS]
+    if unknown:
+        print(f"findings.py: unknown option {unknown[0]} (options: {', '.join(OPTIONS)}; --help)", file=sys.stderr)
+        return 2
     check_only = "--check" in argv
     readme = Path(argv[argv.index("--readme") + 1]) if "--readme" in argv else README
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else readme

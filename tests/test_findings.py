@@ -60,3 +60,9 @@ def test_a_figure_wrapped_at_80_columns_still_counts():
 def test_a_row_prints_what_it_quotes(row, at_width):
     result = at_width(shlex.split(row.command)[1:], findings.WIDTH)  # verify exits 1: the finding
     assert findings.missing(row, result.output) == [], result.output
+
+
+def test_help_and_a_bad_option_run_no_row(capsys, monkeypatch):
+    monkeypatch.setattr(findings, "run", lambda command: pytest.fail(f"ran {command}"))
+    assert findings.main(["--help"]) == 0 and "findings.py --check" in capsys.readouterr().out
+    assert findings.main(["--chek"]) == 2 and "unknown option --chek" in capsys.readouterr().err
