@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from cebench import api
 from cebench.cli import app
 from cebench.core import devices
+from cebench.core.axes import Optimizer
 from cebench.core.config import Config
 from cebench.measure.meta import predict_peak
 from cebench.measure.tracker import OpTracker
@@ -367,3 +368,46 @@ def test_repeat_kv_repeats_grouped_keys_and_values_per_head_measured_and_predict
     assert gpu[repeated].step_peak_bytes - gpu[small].step_peak_bytes == 2 * 2 * (4 * 256) * (6 - 2) * 8 * 2
     with pytest.raises(api.UsageError, match="repeat-kv follows a preset"):
         api.predict(target="cpu", model="cebench.api:repeat-kv", variant="dense", batch=1, context=8)
+
+
+def test_adamw_stepped_in_backward_holds_no_gradients_steps_as_adamw_and_is_predicted(small, tmp_path):
+    """torchtune's optimizer_in_bwd: each parameter stepped by fused AdamW as its gradient is
+    accumulated, the gradient then freed."""
+    grid = {**GRID, "variant": "dense,chunked", "model": small, "optimizer": "adamw-fused,adamw-fused-in-backward",
+            "activation_checkpointing": "none,blocks"}
+    measured = api.sweep(device="cpu", repeats=1, warmup=2, out=tmp_path / "s.csv", **grid)
+    predicted = {key(r): r for r in api.predict(target="cpu", **grid)}
+    rows = {key(m): m for m in measured}
+    weights = sum(p.numel() * 4 for p in resolve_model(small).build("meta").params)
+    for m in measured:
+        p = predicted[key(m)]
+        assert m.status == p.status == "ok", (m.error, p.error)
+        assert (m.peak_bytes, m.body_peak_bytes, m.model_state_bytes) == (p.peak_bytes, p.body_peak_bytes,
+                                                                          p.model_state_bytes), key(m)
+        if m.optimizer == "adamw-fused-in-backward":  # no gradients kept: the parameters' worth less state
+            fused = rows[m.variant, "adamw-fused", m.activation_checkpointing]
+            assert fused.model_state_bytes - m.model_state_bytes == weights
+            assert m.body_peak_bytes < fused.body_peak_bytes
+
+    def stepped(name: Optimizer) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(8, 3)
+        optimizer = training._optimizer(name, list(layer.parameters()), None)
+        for _ in range(2):
+            layer(torch.ones(4, 8)).square().sum().backward()
+            in_backward = name == Optimizer.ADAMW_FUSED_IN_BACKWARD
+            assert all((p.grad is None) == in_backward for p in layer.parameters())  # stepped and freed already
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return [p.detach() for p in layer.parameters()]
+
+    for a, b in zip(stepped(Optimizer.ADAMW_FUSED), stepped(Optimizer.ADAMW_FUSED_IN_BACKWARD), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_adamw_stepped_in_backward_is_not_sharded(small, tmp_path):
+    grid = {**GRID, "variant": "dense", "model": small, "optimizer": "adamw-fused-in-backward", "fsdp": 2}
+    (predicted,) = api.predict(target="cpu", **grid)
+    (measured,) = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "s.csv", **grid)
+    for row in (predicted, measured):
+        assert row.status == "unsupported" and "runs unsharded only (--fsdp 1)" in row.error

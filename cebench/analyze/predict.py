@@ -66,7 +66,8 @@ def meta_reason(config: Config) -> str | None:
     variant's eager twin's needs are its own."""
     variant = variants.get(config.variant)
     kind = devices.get(config.device).kind
-    reason = variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
+    reason = (variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
+              or training.unsharded_only(config))
     if not reason and config.compile == Compile.BLOCKS:
         reason = compiled.unsupported_reason(kind, config.fsdp)
     return reason or (compiled.unsupported_reason(kind, config.fsdp, config.chunks) if variant.compiles else None)

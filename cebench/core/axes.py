@@ -151,6 +151,9 @@ class Optimizer(Choice):
     SGD = "sgd"
     ADAMW = "adamw"  # its for-each implementation where the device has one (torch's default)
     ADAMW_FUSED = "adamw-fused"  # AdamW(fused=True): one in-place kernel, no parameter-sized temporaries
+    # fused AdamW stepped for each parameter as its gradient is accumulated, the gradient then freed (torchtune's
+    # optimizer_in_bwd): no step after the backward, no gradients held
+    ADAMW_FUSED_IN_BACKWARD = "adamw-fused-in-backward"
 
 
 class Checkpointing(Choice):
@@ -416,11 +419,14 @@ AXES: tuple[Axis, ...] = (
              "build); `none`: the loss alone", added=6, metavar="MODEL", label=_file_name, short="{}"),
     Axis(name="optimizer", type=Optimizer, role=Role.MODEL, parse=choices(Optimizer), defaults={"*": "adamw"},
          off=Optimizer.NONE, help="Optimizers of the model's step: none, sgd, adamw (torch.optim's, default "
-                                  "settings), adamw-fused (AdamW(fused=True)); with --model.",
-         one="Optimizer of the model's step: none, sgd, adamw or adamw-fused (with --model).",
-         doc="`none`, `sgd`, `adamw` (torch.optim's, default settings) or `adamw-fused` (`AdamW(fused=True)`): the "
-             "optimizer step of a `model` row; `none` for the loss alone", added=6, label="{}", short="{}",
-         requires=_MODEL_STEP),
+                                  "settings), adamw-fused (AdamW(fused=True)), adamw-fused-in-backward (stepped "
+                                  "for each parameter as its gradient is made, the gradient then freed, as "
+                                  "torchtune's optimizer_in_bwd); with --model.",
+         one="Optimizer of the model's step: none, sgd, adamw, adamw-fused or adamw-fused-in-backward (with --model).",
+         doc="`none`, `sgd`, `adamw` (torch.optim's, default settings), `adamw-fused` (`AdamW(fused=True)`) or "
+             "`adamw-fused-in-backward` (that, stepped for each parameter in a post-accumulate-grad hook, the "
+             "gradient then freed): the optimizer step of a `model` row; `none` for the loss alone", added=6,
+         label="{}", short="{}", requires=_MODEL_STEP),
     Axis(name="activation_checkpointing", type=Checkpointing, role=Role.MODEL, parse=choices(Checkpointing),
          defaults={"*": "none"}, off=Checkpointing.NONE,
          help="Activation checkpointing of the model's blocks: none, blocks (each block under "

@@ -73,7 +73,8 @@ class Training:
         """Bytes of parameters + their gradients + optimizer state, each storage charged
         `block(nbytes)`, counting the tensors `on` the device's memory (AdamW keeps its step
         counts on the host)."""
-        grads = sum(block(fsdp.local(p).untyped_storage().nbytes()) for p in self.params if p.requires_grad)
+        kept = not isinstance(self.optimizer, InBackward)  # else each gradient is freed by its own step
+        grads = sum(block(fsdp.local(p).untyped_storage().nbytes()) for p in self.params if p.requires_grad and kept)
         held = [t for t in map(fsdp.local, (*self.params, *self.state())) if on(t)]
         return storage_bytes(held, block) + grads
 
@@ -185,6 +186,8 @@ def _optimizer(name: Optimizer, params: list[torch.Tensor], kind: str | None) ->
     trained = [p for p in params if p.requires_grad]
     if name == Optimizer.ADAMW_FUSED:
         return _FusedAdamW(trained, fused=True)
+    if name == Optimizer.ADAMW_FUSED_IN_BACKWARD:
+        return InBackward(trained, fused=True)
     from torch.optim.optimizer import _get_foreach_kernels_supported_devices
 
     foreach = None if kind is None else kind in _get_foreach_kernels_supported_devices()
@@ -204,6 +207,33 @@ class _FusedAdamW(torch.optim.AdamW):
     def step(self, closure: Any = None) -> Any:
         with _any_device():
             return super().step(closure)
+
+
+class InBackward(_FusedAdamW):
+    """Fused AdamW stepped for each parameter as soon as its gradient is accumulated (a
+    post-accumulate-grad hook), the gradient then freed, as torchtune's `optimizer_in_bwd`
+    does: no parameter holds a gradient past its own step. A step steps the parameters that
+    hold a gradient, which inside the hook is that parameter alone, and after a backward none
+    (`step()` then does nothing; a first step on meta sets every state up)."""
+
+    def __init__(self, params: list[torch.Tensor], **kwargs: Any) -> None:
+        super().__init__(params, **kwargs)
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._stepped)
+
+    def _stepped(self, param: torch.Tensor) -> None:
+        self.step()
+        param.grad = None
+
+
+def unsharded_only(config: Config) -> str | None:
+    """Why `config`'s step cannot be sharded as it asks (None: it can): an optimizer stepped in
+    backward steps each parameter from the hook of its gradient's accumulation, which FSDP,
+    setting the sharded gradients itself, never runs."""
+    if config.fsdp > 1 and config.optimizer == Optimizer.ADAMW_FUSED_IN_BACKWARD:
+        return (f"{Optimizer.ADAMW_FUSED_IN_BACKWARD.value} runs unsharded only (--fsdp 1): FSDP sets the sharded "
+                "gradients itself, past the hooks that step it")
+    return None
 
 
 def _any_device() -> contextlib.AbstractContextManager[None]:

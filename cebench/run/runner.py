@@ -137,7 +137,7 @@ def _unsupported(config: Config) -> str | None:
     variant = variants.get(config.variant)
     if config.compile == Compile.BLOCKS and config.fsdp > 1:
         return "compiled blocks are measured unsharded only (--fsdp 1)"
-    return variant.unsupported_reason(config.device) or variant.lacks(config)
+    return training.unsharded_only(config) or variant.unsupported_reason(config.device) or variant.lacks(config)
 
 
 @devices.frozen_heap()  # a fresh block per call
