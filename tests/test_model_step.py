@@ -373,7 +373,7 @@ def test_repeat_kv_repeats_grouped_keys_and_values_per_head_measured_and_predict
 def test_adamw_stepped_in_backward_holds_no_gradients_steps_as_adamw_and_is_predicted(small, tmp_path):
     """torchtune's optimizer_in_bwd: each parameter stepped by fused AdamW as its gradient is
     accumulated, the gradient then freed."""
-    grid = {**GRID, "variant": "dense,chunked", "model": small, "optimizer": "adamw-fused,adamw-fused-in-backward",
+    grid = {**GRID, "variant": "dense,chunked", "model": small, "optimizer": "adamw-fused,adamw-in-backward",
             "activation_checkpointing": "none,blocks"}
     measured = api.sweep(device="cpu", repeats=1, warmup=2, out=tmp_path / "s.csv", **grid)
     predicted = {key(r): r for r in api.predict(target="cpu", **grid)}
@@ -384,7 +384,7 @@ def test_adamw_stepped_in_backward_holds_no_gradients_steps_as_adamw_and_is_pred
         assert m.status == p.status == "ok", (m.error, p.error)
         assert (m.peak_bytes, m.body_peak_bytes, m.model_state_bytes) == (p.peak_bytes, p.body_peak_bytes,
                                                                           p.model_state_bytes), key(m)
-        if m.optimizer == "adamw-fused-in-backward":  # no gradients kept: the parameters' worth less state
+        if m.optimizer == "adamw-in-backward":  # no gradients kept: the parameters' worth less state
             fused = rows[m.variant, "adamw-fused", m.activation_checkpointing]
             assert fused.model_state_bytes - m.model_state_bytes == weights
             assert m.body_peak_bytes < fused.body_peak_bytes
@@ -395,18 +395,18 @@ def test_adamw_stepped_in_backward_holds_no_gradients_steps_as_adamw_and_is_pred
         optimizer = training._optimizer(name, list(layer.parameters()), None)
         for _ in range(2):
             layer(torch.ones(4, 8)).square().sum().backward()
-            in_backward = name == Optimizer.ADAMW_FUSED_IN_BACKWARD
+            in_backward = name == Optimizer.ADAMW_IN_BACKWARD
             assert all((p.grad is None) == in_backward for p in layer.parameters())  # stepped and freed already
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         return [p.detach() for p in layer.parameters()]
 
-    for a, b in zip(stepped(Optimizer.ADAMW_FUSED), stepped(Optimizer.ADAMW_FUSED_IN_BACKWARD), strict=True):
+    for a, b in zip(stepped(Optimizer.ADAMW_FUSED), stepped(Optimizer.ADAMW_IN_BACKWARD), strict=True):
         torch.testing.assert_close(a, b)
 
 
 def test_adamw_stepped_in_backward_is_not_sharded(small, tmp_path):
-    grid = {**GRID, "variant": "dense", "model": small, "optimizer": "adamw-fused-in-backward", "fsdp": 2}
+    grid = {**GRID, "variant": "dense", "model": small, "optimizer": "adamw-in-backward", "fsdp": 2}
     (predicted,) = api.predict(target="cpu", **grid)
     (measured,) = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "s.csv", **grid)
     for row in (predicted, measured):

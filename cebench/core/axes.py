@@ -153,7 +153,7 @@ class Optimizer(Choice):
     ADAMW_FUSED = "adamw-fused"  # AdamW(fused=True): one in-place kernel, no parameter-sized temporaries
     # fused AdamW stepped for each parameter as its gradient is accumulated, the gradient then freed (torchtune's
     # optimizer_in_bwd): no step after the backward, no gradients held
-    ADAMW_FUSED_IN_BACKWARD = "adamw-fused-in-backward"
+    ADAMW_IN_BACKWARD = "adamw-in-backward"
 
 
 class Checkpointing(Choice):
@@ -419,12 +419,12 @@ AXES: tuple[Axis, ...] = (
              "build); `none`: the loss alone", added=6, metavar="MODEL", label=_file_name, short="{}"),
     Axis(name="optimizer", type=Optimizer, role=Role.MODEL, parse=choices(Optimizer), defaults={"*": "adamw"},
          off=Optimizer.NONE, help="Optimizers of the model's step: none, sgd, adamw (torch.optim's, default "
-                                  "settings), adamw-fused (AdamW(fused=True)), adamw-fused-in-backward (stepped "
-                                  "for each parameter as its gradient is made, the gradient then freed, as "
-                                  "torchtune's optimizer_in_bwd); with --model.",
-         one="Optimizer of the model's step: none, sgd, adamw, adamw-fused or adamw-fused-in-backward (with --model).",
+                                  "settings), adamw-fused (AdamW(fused=True)), adamw-in-backward (fused, "
+                                  "stepped for each parameter as its gradient is made, the gradient then freed, "
+                                  "as torchtune's optimizer_in_bwd); with --model.",
+         one="Optimizer of the model's step: none, sgd, adamw, adamw-fused or adamw-in-backward (with --model).",
          doc="`none`, `sgd`, `adamw` (torch.optim's, default settings), `adamw-fused` (`AdamW(fused=True)`) or "
-             "`adamw-fused-in-backward` (that, stepped for each parameter in a post-accumulate-grad hook, the "
+             "`adamw-in-backward` (that, stepped for each parameter in a post-accumulate-grad hook, the "
              "gradient then freed): the optimizer step of a `model` row; `none` for the loss alone", added=6,
          label="{}", short="{}", requires=_MODEL_STEP),
     Axis(name="activation_checkpointing", type=Checkpointing, role=Role.MODEL, parse=choices(Checkpointing),

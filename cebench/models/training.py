@@ -186,7 +186,7 @@ def _optimizer(name: Optimizer, params: list[torch.Tensor], kind: str | None) ->
     trained = [p for p in params if p.requires_grad]
     if name == Optimizer.ADAMW_FUSED:
         return _FusedAdamW(trained, fused=True)
-    if name == Optimizer.ADAMW_FUSED_IN_BACKWARD:
+    if name == Optimizer.ADAMW_IN_BACKWARD:
         return InBackward(trained, fused=True)
     from torch.optim.optimizer import _get_foreach_kernels_supported_devices
 
@@ -230,8 +230,8 @@ def unsharded_only(config: Config) -> str | None:
     """Why `config`'s step cannot be sharded as it asks (None: it can): an optimizer stepped in
     backward steps each parameter from the hook of its gradient's accumulation, which FSDP,
     setting the sharded gradients itself, never runs."""
-    if config.fsdp > 1 and config.optimizer == Optimizer.ADAMW_FUSED_IN_BACKWARD:
-        return (f"{Optimizer.ADAMW_FUSED_IN_BACKWARD.value} runs unsharded only (--fsdp 1): FSDP sets the sharded "
+    if config.fsdp > 1 and config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
+        return (f"{Optimizer.ADAMW_IN_BACKWARD.value} runs unsharded only (--fsdp 1): FSDP sets the sharded "
                 "gradients itself, past the hooks that step it")
     return None
 
