@@ -6,10 +6,11 @@ It sweeps a handful of configs of the 1B setting (bf16, context 128, vocab 50257
 d_model 2048) on cuda through `cebench.api.sweep` (each point isolated, as on the command
 line), predicts the same configs with `cebench.api.predict`, prints both peak deltas and
 their ratio (the compiled losses too: inductor's Triton code, predicted without a GPU), then
-does the same for a model's whole training step (gpt2, whose head is tied: for-each and fused
-AdamW, with and without activation checkpointing and compiled blocks, dense and torchtune's
-compiled chunked loss: absolute peaks, the body's peak and the model state), and leaves
-measured.csv, predicted.csv, model-measured.csv and model-predicted.csv in
+does the same for a model's whole training step (gpt2, whose head is tied: for-each AdamW
+and fused AdamW stepped in backward, with and without activation checkpointing and compiled
+blocks, dense and torchtune's compiled chunked loss: absolute peaks, the body's peak and the
+model state), and leaves measured.csv, predicted.csv, model-measured.csv and
+model-predicted.csv in
 OUT_DIR (default the current folder) for `cebench check`/`plot`. `--device cpu` runs the
 same comparisons on the CPU at small sizes, for trying the script out.
 """
@@ -29,12 +30,12 @@ def main(argv: list[str]) -> None:
         grid = dict(variant="dense,chunked,dense-compiled,chunked-compiled,dense-sample,chunked-sample",
                     dtype="bf16", batch="4,16,32,64", context=128, vocab=50257, d_model=2048, ce_chunk="2048,8192")
         model = dict(variant="dense,torchtune-compiled", model="gpt2", dtype="bf16", batch="8", context=512,
-                     optimizer="adamw,adamw-fused", compile="none,blocks", activation_checkpointing="none,blocks")
+                     optimizer="adamw,adamw-in-backward", compile="none,blocks", activation_checkpointing="none,blocks")
     else:
         grid = dict(variant="dense,chunked,chunked-compiled", dtype="fp32", batch="2,8", context=64, vocab=5000,
                     d_model=64, ce_chunk=64)
         model = dict(variant="dense,torchtune-compiled", model="results/models/gpt2-2l.json", dtype="fp32",
-                     batch="1", context=64, optimizer="adamw-fused", compile="none,blocks",
+                     batch="1", context=64, optimizer="adamw-in-backward", compile="none,blocks",
                      activation_checkpointing="none,blocks")
     out_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -187,8 +188,6 @@ def accumulated_into(args: tuple) -> torch.Tensor | None:
     if not isinstance(new, torch.Tensor) or old.shape != new.shape or old.dtype != new.dtype \
             or old.device != new.device:
         return None
-    from torch._prims_common import is_non_overlapping_and_dense_or_false
-
     storage = old.untyped_storage()  # a reference to the storage itself: one use more
     alone = torch._C._storage_Use_Count(storage._cdata) == 2
     dense = is_non_overlapping_and_dense_or_false(old) and not old.is_nested and not old._is_zerotensor()

@@ -2,10 +2,12 @@
 variant on (h flattened, the head weight, targets) → `backward` → `optimizer.step()` →
 gradients set to None (`zero_grad(set_to_none=True)`), as a user's loop runs it.
 
-The optimizer is torch.optim's own with its default settings (`adamw-fused`: `fused=True`);
-its state exists from the first (warm-up) step on, so a measured step is a steady-state one. `stand_in` is the loss of
-the body's step (`body_config`): the same step with no vocabulary-sized work, whose peak
-`body_peak_bytes` is, so that the difference is what the loss costs inside the model.
+The optimizer is torch.optim's own with its default settings (`adamw-fused`: `fused=True`;
+`adamw-in-backward`: that, stepped for each parameter inside the backward, `InBackward`);
+its state exists from the first (warm-up) step on, so a measured step is a steady-state one.
+`stand_in` is the loss of the body's step (`body_config`): the same step with no
+vocabulary-sized work, whose peak `body_peak_bytes` is, so that the difference is what the
+loss costs inside the model.
 """
 from __future__ import annotations
 
