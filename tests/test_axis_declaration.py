@@ -22,7 +22,7 @@ from cebench.core import generated
 DECLARATION = '''
     Axis(name="logit_scale", type=float, role=Role.SEMANTICS, parse=parse_nonnegative, defaults={"*": "1"}, off=1.0,
          help="Logit scales s (the loss sees s × logits).", one="Logit scale s.", doc="logits × s before the loss",
-         added=7, keyword=True, label="scale {:g}", short="s {:g}", verify="2"),'''
+         added=10, keyword=True, label="scale {:g}", short="s {:g}", verify="2"),'''
 
 USER_LOSS = '''
 import torch.nn.functional as F
@@ -91,11 +91,11 @@ def test_a_declared_axis_is_a_csv_column_and_a_group_heading(ran, copy):
     assert code == 0, output
     header, *rows = (copy / "swept.csv").read_text().splitlines()
     columns = header.split(",")
-    assert columns[-1] == "logit_scale"  # appended after every column of schema 6
+    assert columns[-1] == "logit_scale"  # appended after every column of the schemas before it
     cells = [dict(zip(columns, r.split(","), strict=True)) for r in rows]
     assert sorted((c["variant"], c["logit_scale"], c["status"], c["schema_version"]) for c in cells) == [
-        ("dense", "1", "ok", "8"), ("dense", "2", "unsupported", "8"),
-        ("scaled_ce.py:scaled_ce", "1", "ok", "8"), ("scaled_ce.py:scaled_ce", "2", "ok", "8")]
+        ("dense", "1", "ok", "10"), ("dense", "2", "unsupported", "10"),
+        ("scaled_ce.py:scaled_ce", "1", "ok", "10"), ("scaled_ce.py:scaled_ce", "2", "ok", "10")]
     headings = [line for line in output.splitlines() if line.startswith("──")]
     assert len(headings) == 2 and "scale 2" in headings[1] and "scale" not in headings[0]
     assert "dense does not support --logit-scale 2" in output  # dense does not implement it: its row says so

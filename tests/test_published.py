@@ -72,10 +72,10 @@ def replay(kernel: str, gpu: str, x: int) -> tuple[int, int]:
         (row,) = predict(target=target, variant=f"{HARNESS}:flce_huggingface", grads="keep", dtype="bf16", batch=x,
                          context=1, vocab=V_FLCE, d_model=H)
         extra = idle_weight(target)  # the harness's Liger module: its own V × H weight
-    else:  # x = V; the (BT, V) fp32 input is cebench's h (d_model V), the vocabulary 2 (weight unused)
-        (row,) = predict(target=target, variant=f"{HARNESS}:ce_huggingface", grads="keep", dtype="fp32", batch=BT_CE,
-                         context=1, vocab=2, d_model=x)
-        extra = -devices.get(target).block_bytes(2 * x * 4)  # cebench's weight input, which the harness lacks
+    else:  # x = V: the cross-entropy of the harness's (BT, V) fp32 input, the logits workload's dense
+        (row,) = predict(target=target, workload="logits", variant="dense", grads="keep", dtype="fp32", batch=BT_CE,
+                         context=1, vocab=x)
+        extra = 0
     assert row.status == "ok", row.error
     ws = devices.get(target).workspace_bytes * (2 if kernel == FLCE else 0)
     return row.peak_bytes + extra, ws

@@ -67,7 +67,7 @@ def test_new_results_check_against_an_old_baseline(tmp_path):
 
 
 def test_a_column_from_a_later_release_is_kept_and_ignored(measured, tmp_path):
-    future = rewrite(measured, tmp_path / "future.csv", lambda f: f.assign(joules="1.5", schema_version="9"))
+    future = rewrite(measured, tmp_path / "future.csv", lambda f: f.assign(joules="1.5", schema_version="99"))
     frame = load(future)
     assert "joules" in frame.columns and len(frame) == len(load(measured))
     assert CliRunner().invoke(app, ["show", str(future)]).exit_code == 0
@@ -112,8 +112,9 @@ def test_added_columns_and_the_schema_version_come_from_the_declarations():
                      "z_loss": 5, "reduction": 5, "note": 5, "grads": 5, "retain_graph": 5, "target": 5,
                      "predicted_floor_ms": 5, "grid": 5, "model": 6, "optimizer": 6, "activation_checkpointing": 6,
                      "n_params": 6, "model_state_bytes": 6, "step_peak_bytes": 6, "body_peak_bytes": 6,
-                     "body_time_ms": 6, "fsdp": 7, "compile": 8}
-    assert SCHEMA_VERSION == 8 == max(c.added for c in schema.DECLARED)
+                     "body_time_ms": 6, "fsdp": 7, "compile": 8, "predicted_time_ms": 9,
+                     "predicted_tokens_per_s": 9}
+    assert SCHEMA_VERSION == 9 == max(c.added for c in schema.DECLARED)
     assert ADDED == {c.name: c.added for c in schema.DECLARED if c.added > 1}
     assert set(schema.BEFORE) == set(ADDED) and schema.BEFORE["schema_version"] == "1"
     # every row written before these axes existed had them off: no padding, plain mean CE, fresh gradients, the

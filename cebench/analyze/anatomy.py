@@ -31,7 +31,8 @@ import torch
 from cebench.core import devices
 from cebench.core.config import Config
 from cebench.core.memory import storage_bytes
-from cebench.measure.meta import trace, workspace_bytes
+from cebench.measure.costs import Costs
+from cebench.measure.meta import step_time, time_reason, trace, workspace_bytes
 from cebench.measure.sharded import IN_FLIGHT
 from cebench.measure.timeline import RECOMPUTE
 from cebench.measure.tracker import OpTracker
@@ -47,12 +48,14 @@ class Anatomy:
     """One predicted training step of `config` (which has a model): its absolute
     `peak_bytes` on the target and the bytes of each part (`PARTS`) at that peak, which sum
     to it, and `when`: the part of the step the peak falls in ('body forward', 'loss', 'body
-    backward', 'optimizer step')."""
+    backward', 'optimizer step'); on a named GPU, the step's predicted time (`time_ms`, ms;
+    None where it cannot be predicted, `meta.time_reason`)."""
 
     config: Config
     peak_bytes: int
     parts: dict[str, int]
     when: str
+    time_ms: float | None = None
 
 
 class _Marking(OpTracker):
@@ -85,7 +88,8 @@ class _Marking(OpTracker):
 def anatomy(config: Config) -> Anatomy:
     """The parts of `config`'s predicted training step at its peak (see the module)."""
     target = devices.get(config.device)
-    tracker, base, _ = trace(config, _Marking)
+    costs = Costs() if time_reason(config) is None else None
+    tracker, base, _ = trace(config, _Marking, costs=costs)
     timeline = tracker.timeline()
     event, delta = timeline.peak()
     marks = tracker.marks
@@ -122,4 +126,4 @@ def anatomy(config: Config) -> Anatomy:
     parts["other"] += delta - sum(b.nbytes for b in alive)  # frees of memory from before the step
     moments = [(loss_at, "body forward"), (body_at, "loss"), (done_at, "body backward"), (end + 1, "optimizer step")]
     when = next(name for at, name in moments if event is None or event < at)
-    return Anatomy(config, base + delta, parts, when)
+    return Anatomy(config, base + delta, parts, when, step_time(config, costs))

@@ -54,12 +54,12 @@ def noisy(row: pd.Series | dict[str, Any]) -> bool:
 def view(frame: pd.DataFrame) -> pd.DataFrame:
     """The table's rows as values: every column of each row (grouped by shape), then the
     baseline variant's name (`baseline`) and the row's ratios to it at the same shape
-    (`mem_vs_base`, `time_vs_base`; a model's step: `step_vs_base`, and `loss_share` = (step
-    − body peak) / step peak, `loss_time_share` likewise in time, each None and its `_noise`
-    flag set where it falls outside [0, 1]), to the lower bound (`mem_vs_lower_bound` =
-    peak_delta_bytes / lower_bound_bytes) and to the matmul floor (`time_vs_floor` =
-    time_ms_median / matmul_floor_ms), the time per row of h (`us_per_row` = time_ms_median ×
-    1000 / tokens, in µs: a step's cost per token, which grows with N where its work is
+    (`mem_vs_base`, `time_vs_base`, `predicted_vs_base` of a predicted time; a model's step:
+    `step_vs_base`, and `loss_share` = (step − body peak) / step peak, `loss_time_share`
+    likewise in time, each None and its `_noise` flag set where it falls outside [0, 1]), to
+    the lower bound (`mem_vs_lower_bound` = peak_delta_bytes / lower_bound_bytes) and to the
+    matmul floor (`time_vs_floor` = time_ms_median / matmul_floor_ms), the time per row of h
+    (`us_per_row` = time_ms_median × 1000 / tokens, in µs: a step's cost per token, which grows with N where its work is
     superlinear), and `noisy`. A row whose kernels ran under an
     interpreter (`variants.INTERPRETED`) is compared with nothing: its ratios are empty."""
     groups: dict[tuple[object, ...], list[dict[str, Any]]] = {}  # by shape, in order of first appearance
@@ -70,8 +70,9 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
     for group in groups.values():  # plain dicts: a frame's per-group indexing costs ms a group
         name = variants.baseline(group[0]["workload"])
         base = next((r for r in reversed(group) if r["variant"] == name and r["status"] == Status.OK), None)
-        base_mem, base_time, base_step = (None if base is None else cell_value(base[c])
-                                          for c in ("peak_delta_bytes", "time_ms_median", "step_peak_bytes"))
+        base_mem, base_time, base_step, base_predicted = (
+            None if base is None else cell_value(base[c])
+            for c in ("peak_delta_bytes", "time_ms_median", "step_peak_bytes", "predicted_time_ms"))
         for row in group:
             mem, time_ms = cell_value(row["peak_delta_bytes"]), cell_value(row["time_ms_median"])
             step, body = cell_value(row["step_peak_bytes"]), cell_value(row["body_peak_bytes"])
@@ -88,6 +89,7 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
                 "loss_time_share": loss_share(time_ms, body_ms) if compared else None,
                 "loss_time_noise": compared and share_is_noise(time_ms, body_ms),
                 "time_vs_base": _over(time_ms, base_time) if compared else None,
+                "predicted_vs_base": _over(cell_value(row["predicted_time_ms"]), base_predicted),
                 "time_vs_floor": _over(time_ms, cell_value(row["matmul_floor_ms"])) if compared else None,
                 "us_per_row": _over(None if time_ms is None else time_ms * 1e3, cell_value(row["tokens"])),
                 "noisy": noisy(row),

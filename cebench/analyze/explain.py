@@ -31,7 +31,8 @@ from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure.allocations import ProfiledStep
-from cebench.measure.meta import OpaqueOp, trace
+from cebench.measure.costs import Costs
+from cebench.measure.meta import OpaqueOp, step_time, time_reason, trace
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
 from cebench.measure.tracker import OpTracker
 from cebench.store.schema import PREDICTED
@@ -84,7 +85,8 @@ class Explanation:
     `cuda-allocator-events`, or `predicted` on meta tensors), its tensors' kinds (one per
     block of the timeline), and what is alive at its peak (`groups`, largest first).
     `peak_delta_bytes` is the highest running sum of the events: the number `sweep`
-    (`predict` on meta) reports for the same step."""
+    (`predict` on meta) reports for the same step. `time_ms`: on meta for a named GPU, the
+    step's predicted time (`cebench.core.timemodel`; None where it cannot be predicted)."""
 
     config: Config
     method: str
@@ -94,6 +96,7 @@ class Explanation:
     peak_event: int | None
     peak_delta_bytes: int
     groups: tuple[Group, ...]
+    time_ms: float | None = None
 
     @property
     def breakdown_bytes(self) -> int:
@@ -167,11 +170,13 @@ def _groups(timeline: Timeline, kinds: tuple[str, ...], event: int | None) -> tu
     return tuple(sorted(groups, key=lambda g: -g.nbytes))
 
 
-def explained(config: Config, method: str, base_bytes: int, timeline: Timeline) -> Explanation:
-    """The explanation of a recorded `timeline` of `config`."""
+def explained(config: Config, method: str, base_bytes: int, timeline: Timeline,
+              time_ms: float | None = None) -> Explanation:
+    """The explanation of a recorded `timeline` of `config` (with its predicted `time_ms`)."""
     kinds = _kinds(config, timeline)
     event, peak = timeline.peak()
-    return Explanation(config, method, base_bytes, timeline, kinds, event, peak, _groups(timeline, kinds, event))
+    return Explanation(config, method, base_bytes, timeline, kinds, event, peak, _groups(timeline, kinds, event),
+                       time_ms)
 
 
 def _record(config: Config) -> tuple[str, int, Timeline]:
@@ -180,7 +185,7 @@ def _record(config: Config) -> tuple[str, int, Timeline]:
     device = devices.get(config.device)
     recorder = ProfiledStep(device.name, device.granularity)
     x = inputs_mod.make(config)
-    step = make_step(recorder.wrap(variants.get(config.variant).build()), x, config)
+    step = make_step(recorder.wrap(variants.of(config).build()), x, config)
     step.prepare()
     step.run()
     step.prepare()
@@ -198,9 +203,10 @@ def explain(config: Config, meta: bool = False) -> Explanation:
                                                or variant.lacks(config))
     if reason:
         raise Unexplainable(reason)
+    costs = Costs() if meta and time_reason(config) is None else None
     try:
         if meta:
-            tracker, base, _ = trace(config, OpTracker)
+            tracker, base, _ = trace(config, OpTracker, costs=costs)
             method, timeline = PREDICTED, tracker.timeline()
         else:
             method, base, timeline = _record(config)
@@ -208,7 +214,7 @@ def explain(config: Config, meta: bool = False) -> Explanation:
         raise Unexplainable(f"{exc}, or explain it on a real device (--target cpu)") from None
     except Exception as exc:  # the step itself failed (out of memory, say): why, as sweep's error rows say
         raise Unexplainable(describe(exc)) from exc
-    return explained(config, method, base, timeline)
+    return explained(config, method, base, timeline, step_time(config, costs))
 
 
 def shape_text(shape: tuple[int, ...] | None, config: Config) -> str:
@@ -253,7 +259,7 @@ def to_json(e: Explanation) -> dict:
     return {
         "variant": c.variant, "workload": c.workload, "device": c.device, **c.axis_values(), "tokens": c.tokens,
         "method": e.method, "base_bytes": e.base_bytes, "peak_delta_bytes": e.peak_delta_bytes,
-        "breakdown_bytes": e.breakdown_bytes, "residue_bytes": e.residue_bytes,
+        "breakdown_bytes": e.breakdown_bytes, "residue_bytes": e.residue_bytes, "predicted_time_ms": e.time_ms,
         "lower_bound_bytes": c.lower_bound_bytes, "logits_fp32_bytes": c.logits_fp32_bytes,
         "breakdown": [
             {"group": group_text(g, c), "shape": None if x.shape is None else list(x.shape), "dtype": x.dtype,

@@ -6,12 +6,13 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cebench.core import devices
+from cebench.core import devices, targets, timemodel
 from cebench.core.config import ITEMSIZE, Compile, Config
 from cebench.core.errors import UsageError, describe
 from cebench.losses import variants
+from cebench.losses.inputs import ignored_count
 from cebench.measure import compiled, series
-from cebench.measure.meta import OpaqueOp
+from cebench.measure.meta import OpaqueOp, time_reason
 from cebench.models import training
 from cebench.models.model import Model, resolve_model
 from cebench.store.schema import Result, Status
@@ -23,7 +24,8 @@ def predict(config: Config) -> Result:
     unsharded, else `unsupported`; for a GPU its note says how it was lowered); a step that
     fails on `meta` is an `error` row. On a named GPU target the row names it (`target`) and,
     in bf16 or fp16, carries `predicted_floor_ms`: the counted FLOPs at the card's dense BF16
-    rate (an estimate, never a measured time)."""
+    rate, and `predicted_time_ms` where the time model can predict the step
+    (`cebench.core.timemodel`; estimates, never measured times)."""
     target = devices.get(config.device)
     result = Result.blank(config, f"predicted for {config.device}")
     result.target = config.device if target.is_target else ""
@@ -56,7 +58,25 @@ def predict(config: Config) -> Result:
         _model_columns(result, config, reading.state_bytes)
     if result.flops is not None and target.bf16_flops and config.dtype in ("bf16", "fp16"):
         result.predicted_floor_ms = result.flops / target.bf16_flops * 1e3
+    _time_columns(result, config, reading.time_ms)
     return result
+
+
+def _time_columns(result: Result, config: Config, time_ms: float | None) -> None:
+    """A predicted row's time columns on a named GPU: `predicted_time_ms` and the non-padding
+    tokens per second it gives, and on its note why it is missing or what limits it (a
+    step under `timemodel.SHORT_MS`, a family whose efficiencies are borrowed)."""
+    if not devices.get(config.device).is_target:
+        return
+    said = time_reason(config) if time_ms is None else None
+    if time_ms is not None:
+        result.predicted_time_ms = time_ms
+        result.predicted_tokens_per_s = (config.tokens - ignored_count(config)) / time_ms * 1e3
+        target = targets.BY_NAME[config.device]
+        said = "; ".join(filter(None, (timemodel.efficiency(target)[1], f"time under {timemodel.SHORT_MS:g} ms: "
+                                       "mostly launches, which the time model knows least"
+                                       if time_ms < timemodel.SHORT_MS else "")))
+    result.note = "; ".join(filter(None, (result.note, said)))
 
 
 def meta_reason(config: Config) -> str | None:
@@ -115,17 +135,27 @@ def _body_peak(body: Config, model: Model) -> int | None:
 class Fit:
     """The largest batch of one variant and ce_chunk whose predicted absolute peak fits
     the budget, with that peak in bytes. `batch` 0: not even one sequence fits.
-    `at_limit`: the search stopped at its batch limit, which still fits."""
+    `at_limit`: the search stopped at its batch limit, which still fits. `time_ms`: the
+    predicted step time at that batch on a named GPU (None where the time model cannot
+    predict it, `meta.time_reason`)."""
 
     config: Config
     batch: int
     peak_bytes: int | None
     at_limit: bool
     predictions: int
+    time_ms: float | None = None
 
     @property
     def tokens(self) -> int:
         return self.batch * self.config.context
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Non-padding tokens per second at the fitted batch (None without a predicted time)."""
+        if self.time_ms is None or not self.batch:
+            return None
+        return (self.tokens - ignored_count(replace(self.config, batch=self.batch))) / self.time_ms * 1e3
 
 
 def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: int) -> int:
@@ -182,7 +212,8 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     large ones), and `largest_fitting` starts from that guess. Each probe is extrapolated where
     it can be (`cebench.measure.series`): its cost grows neither with its chunks nor with its
     model's blocks. A compiled chunked loss is traced whole, each probe compiled: its search
-    stops at `compiled.MAX_CHUNKS` chunks (an answer there is `at_limit`)."""
+    stops at `compiled.MAX_CHUNKS` chunks (an answer there is `at_limit`). On a named GPU the
+    answer's step time is predicted too (`Fit.time_ms`)."""
     cache: dict[int, int] = {}
 
     def peak(batch: int) -> int:
@@ -204,4 +235,6 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
             break
         a, guess = guess, min(cap, max(1, guess + int((budget - peak(guess)) * (guess - a) // (peak(guess) - peak(a)))))
     batch = largest_fitting(peak, budget, guess, cap)
-    return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache))
+    timed = batch and time_reason(config) is None
+    time_ms = series.predicted(replace(config, batch=batch), shared=True)[0].time_ms if timed else None
+    return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache), time_ms)

@@ -58,13 +58,22 @@ class Fitted:
     """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, the
     measured row of each fitted batch (index into `fits` → `Result`; with `measure`), the
     variants that could not be fitted (name → why), the budget used (bytes), and with a
-    model, the answer for the loss alone at the model's vocab and d_model (index → `Fit`)."""
+    model, the answer for the loss alone at the model's vocab and d_model (index → `Fit`);
+    on a named GPU, the `fastest` setting that fits."""
 
     fits: list[Fit]
     measured: Mapping[int, Result] = field(default_factory=dict)
     not_fitted: Mapping[str, str] = field(default_factory=dict)
     budget: int | None = None
     alone: Mapping[int, Fit] = field(default_factory=dict)
+
+    @property
+    def fastest(self) -> int | None:
+        """The index into `fits` of the setting that trains the most tokens per second within
+        the budget (its predicted time at its largest batch, `Fit.tokens_per_s`; which may not
+        be the largest batch): None where no time was predicted."""
+        timed = [i for i, f in enumerate(self.fits) if f.tokens_per_s is not None]
+        return max(timed, key=lambda i: self.fits[i].tokens_per_s or 0.0) if timed else None
 
 
 def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,

@@ -65,7 +65,7 @@ def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path:
 
         typer.echo(json.dumps({"cebench_version": __version__, "figure": None if path is None else str(path),
                                "anatomies": [{**asdict(a.config), "peak_bytes": a.peak_bytes, "parts": a.parts,
-                                              "peak_in": a.when} for a in anatomies],
+                                              "peak_in": a.when, "predicted_time_ms": a.time_ms} for a in anatomies],
                                "not_explained": skipped}, indent=2))
         return
     print_table(anatomy_table(anatomies, unit), wide, columns)
@@ -108,7 +108,8 @@ def explain_command(
     from cebench import api
 
     by_part = not AXES_BY_NAME["model"].is_off(ctx.params.get("model"))  # a model's step is shown part by part
-    check_columns(columns, [c.key for c in (anatomy_columns() if by_part else BREAKDOWN_COLUMNS)])  # before the work
+    keys = [c.key for c in (anatomy_columns(timed=True) if by_part else BREAKDOWN_COLUMNS)]
+    check_columns(columns, keys)  # before the work
     if out_path is not None:
         check_out(out_path)
     with err.status("explaining…"):

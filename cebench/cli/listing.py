@@ -51,16 +51,27 @@ def list_variants(
 def list_targets(wide: Wide = False) -> None:
     """List the named GPU targets that predict, fit and explain take as --target: each
     card's memory (what it reports to torch: fit's default budget), its cuBLAS workspace
-    (one per thread that runs a matmul: two in a loss step), its dense BF16 rate (for
-    predicted_floor_ms), and where each figure comes from.
+    (one per thread that runs a matmul: two in a loss step), its dense BF16 and FP32 rates
+    and memory bandwidth (the time model's roofline), the GPU family whose fitted
+    efficiencies predict its step times, and where each figure comes from; then each
+    family's efficiencies and the published rows they were calibrated on.
     """
     from cebench import api
-    from cebench.render.listing import targets_table
+    from cebench.render.listing import families_table, targets_table
 
     found = api.targets()
     print_table(targets_table(found), wide)
     for t in found:
         out.print(Text(f"{t.name}: {t.sources}"), highlight=False, soft_wrap=True)
+    out.print()
+    print_table(families_table(), wide)
+    from cebench.core import timemodel
+
+    for family, constants in sorted(timemodel.FAMILIES.items()):
+        out.print(Text(f"{family}: calibrated on {constants.rows}"), highlight=False, soft_wrap=True)
+    for family, lender in timemodel.BORROWED.items():
+        out.print(Text(f"{family}: no published rows to calibrate on; {lender}'s efficiencies are used, and its "
+                       "rows say so"), highlight=False, soft_wrap=True)
 
 
 @command(name="models")

@@ -28,16 +28,18 @@ from cebench.core.axes import (
     YesNo,
 )
 
-__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOSS", "SAMPLE", "WORKLOADS", "Checkpointing", "Compile",
-           "Config", "Grads", "Optimizer", "Reduction", "Settings", "YesNo", "torch_dtype"]
+__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOGITS", "LOSS", "SAMPLE", "WORKLOADS", "Checkpointing",
+           "Compile", "Config", "Grads", "Optimizer", "Reduction", "Settings", "YesNo", "torch_dtype"]
 
 if TYPE_CHECKING:
     import torch
 
-# loss: forward mean loss + backward to h and weight. sample: one no-grad sampling call.
+# loss: forward mean loss + backward to h and weight. sample: one no-grad sampling call. logits: the loss of
+# given (N, vocab) logits + backward to them, no projection (the d_model axis does not apply: its points carry 0).
 LOSS = "loss"
 SAMPLE = "sample"
-WORKLOADS: tuple[str, ...] = (LOSS, SAMPLE)
+LOGITS = "logits"
+WORKLOADS: tuple[str, ...] = (LOSS, SAMPLE, LOGITS)
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -153,9 +155,12 @@ class Config(_Fields):
     def lower_bound_bytes(self) -> int:
         """Bytes any exact implementation must allocate in one step. Loss: the gradients of
         h (N × d_model) and weight (vocab × d_model) in the input dtype plus the fp32 loss
-        (a scalar; N rows with reduction none). Sample: the N int64 token ids it returns."""
+        (a scalar; N rows with reduction none). Sample: the N int64 token ids it returns.
+        Logits: the gradient of the (N, vocab) logits in their dtype plus the loss."""
         if self.workload == SAMPLE:
             return self.tokens * 8
         loss = self.tokens * 4 if self.reduction == Reduction.NONE else 4
+        if self.workload == LOGITS:
+            return self.tokens * self.vocab * ITEMSIZE[self.dtype] + loss
         return (self.tokens + self.vocab) * self.d_model * ITEMSIZE[self.dtype] + loss
 

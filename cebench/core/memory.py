@@ -29,7 +29,8 @@ class MemoryReading:
     model's step also has `state_bytes`: its parameters + gradients + optimizer state; a
     prediction, a `note` on what its trace did not run (Triton launches skipped). A reading
     of allocator events has `net_bytes`: what the step's events sum to (0 in a steady step
-    whose every free was recorded; None: a probe without events)."""
+    whose every free was recorded; None: a probe without events). A prediction for a named
+    GPU may carry the step's predicted time (`time_ms`, ms: `cebench.core.timemodel`)."""
 
     base_bytes: int
     peak_bytes: int
@@ -37,6 +38,7 @@ class MemoryReading:
     state_bytes: int | None = None
     note: str = ""
     net_bytes: int | None = None
+    time_ms: float | None = None
 
     @property
     def peak_delta_bytes(self) -> int:

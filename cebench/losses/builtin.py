@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 from dataclasses import replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +38,14 @@ def dense_cross_entropy(
     c·tanh(logits / c) in the input dtype before the upcast (the Cut Cross-Entropy paper's
     baseline, op for op); `label_smoothing` and `reduction` are torch's; `z_loss` adds
     z × log-sum-exp² per real target. `ce_chunk` is ignored."""
-    logits = F.linear(h, weight)
+    return logits_cross_entropy(F.linear(h, weight), targets, softcap=softcap, label_smoothing=label_smoothing,
+                                z_loss=z_loss, reduction=reduction)
+
+
+def logits_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, softcap: float = 0.0,
+                         label_smoothing: float = 0.0, z_loss: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+    """`dense` on the logits workload: cross-entropy of given (N, vocab) logits, upcast to fp32
+    (softcapped first, in their dtype), with the semantics `dense_cross_entropy` gives."""
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
     logits = logits.float()
@@ -146,17 +154,46 @@ def liger_fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targ
     Function = getattr(ops, "LigerFusedLinearCrossEntropyFunction",
                        fused_linear_cross_entropy.LigerFusedLinearCrossEntropyFunction)
 
+    return _liger_apply(Function, (h, weight, targets), "fused linear cross-entropy", softcap=softcap,
+                        label_smoothing=label_smoothing, z_loss=z_loss, reduction=reduction)
+
+
+def _liger_apply(Function: Any, tensors: tuple[torch.Tensor, ...], what: str, *, softcap: float,
+                 label_smoothing: float, z_loss: float, reduction: str) -> torch.Tensor:
+    """The loss of Liger's autograd `Function` (its `what`) on `tensors`, each semantics bound
+    by name to that release's `forward` (their order changed between releases), the other
+    parameters at their defaults (None where it has none: an optional class weight). A
+    semantics the installed release has no parameter for is a ValueError unless it is off."""
     asked = {"softcap": softcap or None, "label_smoothing": label_smoothing, "z_loss": z_loss, "reduction": reduction}
-    parameters = dict(list(inspect.signature(Function.forward).parameters.items())[4:])  # after ctx, h, weight, targets
+    parameters = dict(list(inspect.signature(Function.forward).parameters.items())[1 + len(tensors):])
     lacking = {name: value for name, value in asked.items()
                if LIGER_PARAMETERS[name][0] not in parameters and value != LIGER_PARAMETERS[name][1]}
     if lacking:
         raise ValueError(f"liger-kernel {importlib.metadata.version('liger-kernel')} cannot do "
-                         f"{', '.join(f'{name} {value}' for name, value in lacking.items())}: its fused linear "
-                         f"cross-entropy has no {', '.join(LIGER_PARAMETERS[name][0] for name in lacking)}")
+                         f"{', '.join(f'{name} {value}' for name, value in lacking.items())}: its {what} has no "
+                         f"{', '.join(LIGER_PARAMETERS[name][0] for name in lacking)}")
     given = {"ignore_index": IGNORE_INDEX, **{LIGER_PARAMETERS[name][0]: value for name, value in asked.items()}}
-    loss = Function.apply(h, weight, targets, *(given.get(name, p.default) for name, p in parameters.items()))
+    empty = inspect.Parameter.empty
+    loss = Function.apply(*tensors, *(given.get(name, None if p.default is empty else p.default)
+                                      for name, p in parameters.items()))
     return loss[0] if isinstance(loss, tuple) else loss  # from 0.6.0 on: (loss, z_loss, ...)
+
+
+def liger_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, softcap: float = 0.0,
+                        label_smoothing: float = 0.0, z_loss: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+    """`liger-kernel` on the logits workload: Liger-Kernel's cross-entropy kernel (Triton) on
+    given logits, through its autograd Function as `LigerCrossEntropyLoss` calls it (bound
+    as `liger_fused_linear_cross_entropy` binds its own; `z_loss` is its `lse_square_scale`).
+    It writes the logits' gradient into them in its forward. On a CPU its kernels run under
+    Triton's interpreter."""
+    if logits.device.type == "cpu":
+        interpreter.enable()
+    from liger_kernel import ops
+    from liger_kernel.ops import cross_entropy
+
+    Function = getattr(ops, "LigerCrossEntropyFunction", cross_entropy.LigerCrossEntropyFunction)
+    return _liger_apply(Function, (logits, targets), "cross-entropy", softcap=softcap,
+                        label_smoothing=label_smoothing, z_loss=z_loss, reduction=reduction)
 
 
 def cut_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,

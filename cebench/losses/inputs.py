@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cebench.core.config import LOSS, Config, Reduction
+from cebench.core.config import LOGITS, LOSS, Config, Reduction
 
 SEED = 0
 IGNORE_INDEX = -100  # the target of a padding row: torch's default ignore_index, and every peer's
@@ -18,7 +18,8 @@ class Inputs:
     config's dtype; `targets` (N,) int64 uniform in [0, vocab), except round(N × ignore_frac)
     rows at random whose target is `IGNORE_INDEX` (padding); with reduction none, the
     upstream gradient of the (N,) per-row losses, fp32 uniform in [0.5, 1.5) (else None:
-    a scalar loss is backpropagated with 1.0)."""
+    a scalar loss is backpropagated with 1.0). On the logits workload `h` is the (N, vocab)
+    logits, ~ Normal(0, 1), and `weight` an empty tensor (no projection)."""
 
     h: torch.Tensor
     weight: torch.Tensor
@@ -34,11 +35,12 @@ class Inputs:
 
 def make(config: Config, device: str | torch.device | None = None) -> Inputs:
     """Deterministic inputs for `config` (fixed seed), on `device` (default: the config's).
-    `h` and `weight` require grad for the loss workload, whose step differentiates them."""
-    requires_grad = config.workload == LOSS
+    `h` and `weight` require grad for the loss workload, whose step differentiates them; the
+    logits do on the logits workload."""
+    requires_grad = config.workload in (LOSS, LOGITS)
     device = torch.device(device if device is not None else config.device)
     gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
-    std = 1.0 / math.sqrt(config.d_model)
+    std = 1.0 if config.workload == LOGITS else 1.0 / math.sqrt(config.d_model)
 
     def normal(*shape: int) -> torch.Tensor:
         if device.type == "meta":
@@ -47,6 +49,9 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
             t = (torch.randn(*shape, generator=gen, device=device) * std).to(config.torch_dtype)
         return t.requires_grad_(requires_grad)
 
+    if config.workload == LOGITS:
+        logits = normal(config.tokens, config.vocab)
+        return Inputs(logits, torch.empty(0, dtype=config.torch_dtype, device=device), *labels(config, device, gen))
     h = normal(config.tokens, config.d_model)
     weight = normal(config.vocab, config.d_model)
     return Inputs(h, weight, *labels(config, device, gen))
@@ -59,11 +64,11 @@ def ignored_count(config: Config) -> int:
 
 def labels(config: Config, device: torch.device, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The (N,) int64 targets of `config` (round(N × ignore_frac) of them `IGNORE_INDEX`, at
-    random) and, for the loss workload with reduction none, the upstream gradient of its
+    random) and, for a loss (or logits) workload with reduction none, the upstream gradient of its
     per-row losses (else None), drawn from `gen` after whatever the caller drew; on `meta`
     their shapes alone."""
     n = config.tokens
-    with_upstream = config.workload == LOSS and config.reduction == Reduction.NONE
+    with_upstream = config.workload in (LOSS, LOGITS) and config.reduction == Reduction.NONE
     if device.type == "meta":
         return (torch.empty(n, dtype=torch.long, device=device),
                 torch.empty(n, device=device) if with_upstream else None)

@@ -14,6 +14,7 @@ are discovered at start-up and imported when first used.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 from collections.abc import Callable, Iterable
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, cast
 from cebench.core import devices as devices_mod
 from cebench.core import interpreter
 from cebench.core.axes import FEATURES
-from cebench.core.config import LOSS, SAMPLE, Config
+from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
 from cebench.core.errors import UsageError
 from cebench.core.guard import user_code
 from cebench.losses import contract, loader
@@ -92,7 +93,9 @@ class Variant:
     prediction at any size is extrapolated from a few small ones
     (`cebench.measure.series`). `same_steps`: the
     ``'module:function'`` that maps a point to another variant's whose step is this one's,
-    op for op (`traced_as`).
+    op for op (`traced_as`). `logits_fn`: what the variant is on the logits workload, where
+    it has a meaning there (dense: `F.cross_entropy` of the given logits; Liger: its
+    cross-entropy kernel): ``fn(logits, targets, **semantics)`` (`on`).
     """
 
     name: str
@@ -115,6 +118,24 @@ class Variant:
     interpreted_on: tuple[str, ...] = ()
     affine_in_rows: bool = False
     same_steps: str | None = None
+    logits_fn: Fn | str | None = None
+
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        """The workloads it runs: its own, and the logits workload where it has a `logits_fn`."""
+        return (self.workload,) + ((LOGITS,) if self.logits_fn is not None and self.workload != LOGITS else ())
+
+    def on(self, workload: str) -> Variant:
+        """This variant as it runs on `workload` (one of `workloads`): on the logits workload,
+        its `logits_fn` called with the logits, its targets and its semantics (no chunks, its
+        step one op sequence whose buffers are affine in the rows)."""
+        if workload == self.workload:
+            return self
+        if workload not in self.workloads:
+            raise ValueError(f"{self.name} is not a {workload} variant")
+        fn = cast(Fn, self.logits_fn)
+        return replace(self, workload=LOGITS, fn=fn, chunked=False, kernel_matmuls=False, same_steps=None,
+                       affine_in_rows=True, logits_fn=None)
 
     @property
     def compiles(self) -> bool:
@@ -122,8 +143,14 @@ class Variant:
         return self.compiled or self.compiled_parts
 
     def load(self) -> Fn:
-        """The eager function (its module imported now, when `fn` is a path)."""
-        return self.fn if not isinstance(self.fn, str) else cast("Fn", _named(self.fn))
+        """The eager function (its module imported now, when `fn` is a path); on the logits
+        workload, one called as a loss is (`fn(h, weight, targets, ce_chunk, **semantics)`,
+        `h` the logits, `weight` and `ce_chunk` unused)."""
+        fn = self.fn if not isinstance(self.fn, str) else cast("Fn", _named(self.fn))
+        if self.workload != LOGITS:
+            return fn
+        return functools.wraps(fn)(lambda logits, weight, targets, ce_chunk=None, **semantics: fn(logits, targets,
+                                                                                                 **semantics))
 
     def traced_as(self, config: Config) -> Config:
         """The point whose step is `config`'s, op for op (`same_steps`; else `config`)."""
@@ -277,13 +304,18 @@ def get(name: str) -> Variant:
     return REGISTRY[name]
 
 
+def of(config: Config) -> Variant:
+    """The variant `config` runs, as it runs on `config`'s workload (`Variant.on`)."""
+    return get(config.variant).on(config.workload)
+
+
 def names(workload: str | None = None) -> list[str]:
     """Variant names in registration order, optionally of one workload (which imports the
     entry-point variants, to learn theirs)."""
     if workload is not None:
         for name in list(_PENDING):
             _load_pending(name)
-    return [v.name for v in REGISTRY.values() if workload is None or v.workload == workload] + list(_PENDING)
+    return [v.name for v in REGISTRY.values() if workload is None or workload in v.workloads] + list(_PENDING)
 
 
 def defaults(workload: str, device: str | None = None) -> list[str]:
@@ -294,15 +326,16 @@ def defaults(workload: str, device: str | None = None) -> list[str]:
 
 def baseline(workload: str) -> str | None:
     """The name of the variant `workload`'s others are compared with, if registered."""
-    return next((v.name for v in REGISTRY.values() if v.workload == workload and v.baseline), None)
+    return next((v.name for v in REGISTRY.values() if workload in v.workloads and v.baseline), None)
 
 
 _IMPL = "cebench.losses.builtin"
 # What dense and Liger implement: every loss semantics that is a keyword today (a new one joins when they implement it).
 ALL_FEATURES = frozenset({"softcap", "label_smoothing", "z_loss", "reduction"})
 _dense = register(Variant("dense", LOSS, f"{_IMPL}:dense_cross_entropy", chunked=False, compiled=False,
-                          summary="F.linear + F.cross_entropy on fp32-upcast full logits", baseline=True,
-                          supports=ALL_FEATURES, affine_in_rows=True))
+                          summary="F.linear + F.cross_entropy on fp32-upcast full logits (logits: F.cross_entropy "
+                                  "of the given logits)", baseline=True,
+                          supports=ALL_FEATURES, affine_in_rows=True, logits_fn=f"{_IMPL}:logits_cross_entropy"))
 _chunked = register(Variant("chunked", LOSS, f"{_IMPL}:vendored_chunked_cross_entropy", chunked=True,
                             compiled=False, summary="vendored chunked_cross_entropy (checkpointed chunks)",
                             affine_in_rows=True))
@@ -319,9 +352,11 @@ register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_au
                  same_steps=f"{_IMPL}:torch_lce_auto_steps"))
 # On a CPU Liger's kernels run under Triton's interpreter (tested for correctness; too slow for a default sweep).
 register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
-                 summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks)",
+                 summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks; logits: its "
+                         "cross-entropy kernel)",
                  requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),)),
-                 on_request_on=("cpu",), triton_kernels=True, interpreted_on=("cpu",), supports=ALL_FEATURES))
+                 on_request_on=("cpu",), triton_kernels=True, interpreted_on=("cpu",), supports=ALL_FEATURES,
+                 logits_fn=f"{_IMPL}:liger_cross_entropy"))
 register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunked=False, compiled=False,
                  summary="Apple's Cut Cross-Entropy, impl='cce' (Triton; no logits in memory; bf16/fp16 only)",
                  devices=("cuda",),

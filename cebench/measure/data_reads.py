@@ -24,6 +24,9 @@ it. What is known, and how it travels:
   target is padding (or every one is), not where the padding's places decide.
 - `Mask(true)`: a bool tensor with `true` elements set; `logical_not`/`bitwise_not` flip it,
   `sum`/`count_nonzero` count them.
+- `Below(high)`: whole numbers in [0, high): the targets times their not-padding mask
+  (Liger's bounds check, `(target * target_mask).max() < V`), their maximum and minimum;
+  `< high` and `>= 0` of one are true.
 - `Constant(value)`: every element is `value`: the `ones`/`zeros`/`full` factories and their
   `_like`/`new_` forms, `fill_`/`zero_` of a whole storage, a tensor made from Python data
   whose elements are all equal (`torch.tensor(1.0)`, which reaches no dispatch mode: the
@@ -75,10 +78,19 @@ class Constant:
 
 @dataclass(frozen=True)
 class Labels:
-    """Targets: `ignored` elements are `ignore_index`, no other is."""
+    """Targets: `ignored` elements are `ignore_index`, no other is; the others are token ids
+    below `vocab` (0: not known)."""
 
     ignored: int
     ignore_index: int
+    vocab: int = 0
+
+
+@dataclass(frozen=True)
+class Below:
+    """Every element is a whole number in [0, `high`)."""
+
+    high: int
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,7 @@ class Mask:
     true: int
 
 
-Value = Constant | Labels | Mask
+Value = Constant | Labels | Mask | Below
 
 FACTORY_CONSTANTS: dict[Any, Callable[[tuple, dict], bool | int | float]] = {
     **{op: (lambda args, kwargs: 1) for op in (aten.ones.default, aten.ones_like.default, aten.new_ones.default)},
@@ -117,7 +129,8 @@ DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
 # The ops a rule of `Answers._after` knows the output of.
 _RULES = frozenset({*FACTORY_CONSTANTS, *COPIES, aten.fill_.Scalar, aten.zero_.default, aten.ne.Scalar,
                     aten.eq.Scalar, aten.logical_not.default, aten.bitwise_not.default, aten.sum.default,
-                    aten.count_nonzero.default})
+                    aten.count_nonzero.default, aten.mul.Tensor, aten.max.default, aten.min.default,
+                    aten.lt.Scalar, aten.ge.Scalar})
 
 
 @functools.cache
@@ -206,12 +219,13 @@ class Answers(TorchDispatchMode):
         if isinstance(known, Constant) or (known is not None and _whole(t)):
             return known
         if isinstance(known, Labels) and known.ignored in (0, t.untyped_storage().nbytes() // t.element_size()):
-            return Labels(0 if known.ignored == 0 else t.numel(), known.ignore_index)  # every slice alike
+            return Labels(0 if known.ignored == 0 else t.numel(), known.ignore_index, known.vocab)  # slices alike
         return None
 
-    def labels(self, targets: torch.Tensor, ignored: int, ignore_index: int) -> None:
-        """`targets` holds `ignored` elements equal to `ignore_index` and no other."""
-        self._set(targets, Labels(ignored, ignore_index))
+    def labels(self, targets: torch.Tensor, ignored: int, ignore_index: int, vocab: int = 0) -> None:
+        """`targets` holds `ignored` elements equal to `ignore_index` and no other; the others
+        are below `vocab` (0: not known)."""
+        self._set(targets, Labels(ignored, ignore_index, vocab))
         self._inputs.add(self._key(targets))
 
     def forget(self, tensors: Iterable[torch.Tensor]) -> None:
@@ -280,10 +294,42 @@ class Answers(TorchDispatchMode):
             value = Constant(_convert(first.true, out.dtype))
         elif func is aten.sum.default and isinstance(first, Constant):
             value = Constant(_convert(first.value * args[0].numel(), out.dtype))
-        elif _pointwise(func) and not _written(func):
+        if value is None and func in (aten.mul.Tensor, aten.max.default, aten.min.default, aten.lt.Scalar,
+                                      aten.ge.Scalar):
+            value = self._bounded(func, args)
+        if value is None and _pointwise(func) and not _written(func):
             value = self._element(func, args, kwargs)
         if value is not None:
             self._set(out, value)
+
+    def _bounds(self, t: object) -> int | None:
+        """`high` where every element of `t` is known to lie in [0, high): a `Below`, or targets
+        none of which is padding."""
+        known = self.value(t)
+        if isinstance(known, Below):
+            return known.high
+        return known.vocab if isinstance(known, Labels) and known.ignored == 0 and known.vocab else None
+
+    def _bounded(self, func: Any, args: tuple) -> Value | None:
+        """Targets masked where they are padding (`target * (target != ignore_index)`: Liger
+        0.6 on checks them) are below the vocabulary, and so are their maximum and minimum;
+        comparing those with the vocabulary or 0 is known."""
+        if func is aten.mul.Tensor:
+            labels, mask = (self.value(a) for a in args)
+            if isinstance(mask, Labels):
+                labels, mask = mask, labels
+            if isinstance(labels, Labels) and labels.vocab and isinstance(mask, Mask) \
+                    and mask.true == args[0].numel() - labels.ignored:
+                return Below(labels.vocab)
+            return None
+        high = self._bounds(args[0])
+        if high is None:
+            return None
+        if func in (aten.max.default, aten.min.default):
+            return Below(high)
+        if func is aten.lt.Scalar:
+            return Constant(True) if args[1] >= high else None
+        return Constant(True) if args[1] <= 0 else None  # ge
 
     def _element(self, func: Any, args: tuple, kwargs: dict) -> Constant | None:
         """The output of pointwise `func` where each tensor argument is a constant: `func` run

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 import torch
 
-from cebench.core import devices, interpreter
+from cebench.core import devices, interpreter, timemodel
 from cebench.core import targets as targets_mod
 from cebench.core.config import Checkpointing, Compile, Config, Grads, Optimizer, torch_dtype
 from cebench.core.errors import said
@@ -29,6 +29,7 @@ from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
 from cebench.measure import compiled, compiled_helpers, data_reads, kernel_dtypes, sharded, triton_launches
+from cebench.measure.costs import Costs
 from cebench.measure.device_view import seen_as
 from cebench.measure.op_cache import OpCache
 from cebench.measure.tracker import StorageTracker, watch_rng_states
@@ -51,14 +52,16 @@ class OpaqueOp(Exception):
 
 @overload
 def trace(config: Config, tracker_type: type[Tracker], counter: FlopCounterMode | None = None,
-          layers: int | None = None) -> tuple[Tracker, int, int | None]: ...
+          layers: int | None = None, costs: Costs | None = None) -> tuple[Tracker, int, int | None]: ...
 @overload
 def trace(config: Config, *, counter: FlopCounterMode | None = None,
-          layers: int | None = None) -> tuple[StorageTracker, int, int | None]: ...
+          layers: int | None = None, costs: Costs | None = None) -> tuple[StorageTracker, int, int | None]: ...
 def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
-          counter: FlopCounterMode | None = None, layers: int | None = None) -> tuple[StorageTracker, int, int | None]:
+          counter: FlopCounterMode | None = None, layers: int | None = None,
+          costs: Costs | None = None) -> tuple[StorageTracker, int, int | None]:
     """One step of `config` on `meta` inputs under a new `tracker_type` (and `counter`, which
-    counts that step alone; nothing where the variant's matmuls run in its own kernels,
+    counts that step alone, and `costs`, which counts its ops and skipped Triton launches
+    for the time model; neither where the variant's matmuls run in its own kernels,
     `Variant.kernel_matmuls`: a part would pass for the whole): the tracker after it, the
     bytes of the storages the step starts with (inputs, kept gradients; a model's
     parameters and optimizer state) on the target device, and a model's parameters +
@@ -73,7 +76,7 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     many blocks instead of its own (`cebench.measure.series` extrapolates along them)."""
     with _world(config) as world:
         try:
-            return _trace(config, tracker_type, counter, layers, world)
+            return _trace(config, tracker_type, counter, layers, world, costs)
         except BaseException:
             if world is not None:  # a step that failed half way leaves its model anywhere
                 world.models.clear()
@@ -81,14 +84,14 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
 
 
 def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCounterMode | None, layers: int | None,
-           world: sharded.World | None) -> tuple[StorageTracker, int, int | None]:
+           world: sharded.World | None, costs: Costs | None) -> tuple[StorageTracker, int, int | None]:
     """`trace`, the model sharded in `world` when given (`sharded.fake_world`)."""
     target = devices.get(config.device)
     steady = _steady(config, layers, world)
     mesh = None if world is None else world.mesh
     on = _on(config, mesh is not None)
     answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
-    answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX)
+    answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX, config.vocab)
     with user_code(config.variant, "variant"), _peers_run(config, answers, mesh is not None):
         steady.warm()
     before: Sequence[torch.Tensor] = steady.tensors()
@@ -109,14 +112,21 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
         tracker.model = ([p for p in map(fsdp.local, training.params) if held(p)],
                          [t for t in map(fsdp.local, training.state()) if held(t)])
     variant = variants.REGISTRY.get(config.variant)  # None: a body step's stand-in loss
-    tracker.flops = None if variant is not None and variant.kernel_matmuls else counter  # a kernel's are unseen
+    launched = None
+    if variant is None or not variant.kernel_matmuls:  # a kernel's matmuls are unseen: a part would pass for all
+        if counter is not None:
+            tracker.observers.append(lambda func, args, kwargs, out: counter._count_flops(func._overloadpacket, out,
+                                                                                          args, kwargs))
+        if costs is not None:
+            tracker.observers.append(costs.op)
+            tracker.costs, launched = costs, costs.launch
     step = steady.make(tracker.wrap(steady.fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
     # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
     # the answers to data reads, which its ops reach.
     followed = sharded.follow(tracker) if mesh is not None else contextlib.nullcontext()
-    peers = _peers_run(config, answers, mesh is not None)
+    peers = _peers_run(config, answers, mesh is not None, launched)
     kernels = kernel_dtypes.as_on(target, config.torch_dtype)
     with user_code(config.variant, "variant"), rng, peers as skipped, kernels, tracker, followed, \
             warnings.catch_warnings(record=True) as caught:
@@ -211,13 +221,15 @@ def _compile_blocks(body: torch.nn.Module, config: Config, kind: str) -> None:
 def _loss(config: Config, kind: str) -> Callable[..., torch.Tensor]:
     """`config`'s variant's function as its step calls it on meta: a compiled variant's as
     inductor's code for a device of `kind` runs (`cebench.measure.compiled`)."""
-    variant = variants.get(config.variant)
+    variant = variants.of(config)
     gpu = targets_mod.BY_NAME.get(config.device)
     return compiled.on_meta(variant.load(), kind, gpu) if variant.compiled else variant.load()
 
 
 @contextlib.contextmanager
-def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False) -> Iterator[triton_launches.Skipped]:
+def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False,
+               launched: Callable[[list[torch.Tensor], str], None] | None = None,
+               ) -> Iterator[triton_launches.Skipped]:
     """Around a step of `config` on meta: Triton launches do nothing
     (`triton_launches.skipped`; triton imported for a variant whose kernels are Triton's, or
     already imported), and, for such a variant, its packages' compiled helpers run eagerly
@@ -228,11 +240,18 @@ def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False) 
     data (entered last: the mode nearest the step's ops, under a tracker entered after it).
     Only a peer whose Python is followed around its kernels reads data: another step is
     spared the extra dispatch mode (a quarter of a model step's trace time). `fake`: the
-    step runs on fake CPU tensors standing in for the target (a sharded step)."""
+    step runs on fake CPU tensors standing in for the target (a sharded step). `launched` is
+    shown each skipped launch's tensor arguments (`Costs.launch`)."""
     target = devices.get(config.device)
     needs_triton = _reads_data(config)
     variant = variants.REGISTRY.get(config.variant)
-    with triton_launches.skipped(needs_triton, on_skip=answers.forget) as skipped, contextlib.ExitStack() as stack:
+
+    def skip(tensors: list[torch.Tensor], kernel: str) -> None:
+        answers.forget(tensors)
+        if launched is not None:
+            launched(tensors, kernel)
+
+    with triton_launches.skipped(needs_triton, on_skip=skip) as skipped, contextlib.ExitStack() as stack:
         if needs_triton:
             packages = [module for module, _ in variants.get(config.variant).requires.packages]
             stack.enter_context(compiled_helpers.eager(packages, skipped.eager))
@@ -306,16 +325,44 @@ def _model(model: Model, dtype: str, kind: str, optimizer: Optimizer, checkpoint
     return training_mod.make_model(model, torch.device("meta"), torch_dtype(dtype), optimizer, checkpointing, kind)
 
 
-def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> MemoryReading:
+def predict_peak(config: Config, counter: FlopCounterMode | None = None, timed: bool = True) -> MemoryReading:
     """Predicted base and peak bytes of one step of `config` on its target device, from a
-    run on `meta` tensors (`trace`, counting its FLOPs on `counter`). The base is what a
+    run on `meta` tensors (`trace`, counting its FLOPs on `counter`, and with `timed`, its
+    ops' costs for its predicted time: `step_time`). The base is what a
     sweep's measured step starts with: the inputs' storages (and kept gradients), and on a
     named GPU one cuBLAS workspace per thread that ran a matmul (the forward's, the autograd
     engine's), which the sweep's warm-up creates; the peak adds what the step holds at its
     highest point; a model's step, its `state_bytes` too."""
-    tracker, base, state = trace(config, counter=counter)
+    costs = Costs() if timed and time_reason(config) is None else None
+    tracker, base, state = trace(config, counter=counter, costs=costs)
     base += workspace_bytes(config, tracker)
-    return MemoryReading(base, base + tracker.peak, PREDICTED, state, note=note(tracker.skipped, tracker.said))
+    return MemoryReading(base, base + tracker.peak, PREDICTED, state, note=note(tracker.skipped, tracker.said),
+                         time_ms=step_time(config, costs))
+
+
+def time_reason(config: Config) -> str | None:
+    """Why `config`'s step time cannot be predicted (None: it can, `step_time`): its target is
+    no named GPU with a time model, or its step runs kernels the model does not see."""
+    target = targets_mod.BY_NAME.get(config.device)
+    if target is None:
+        return "time is predicted for a named GPU target only (cebench targets)"
+    variant = variants.REGISTRY.get(config.variant)
+    if variant is not None and variant.kernel_matmuls:
+        return "time not predicted: its matmuls run inside its Triton kernels, which the time model does not count"
+    if variant is not None and variant.compiles or config.compile == Compile.BLOCKS:
+        return "time not predicted: inductor's generated kernels are not in the time model yet"
+    if config.fsdp > 1:
+        return "time not predicted: FSDP's collectives are not in the time model yet"
+    constants, why = timemodel.efficiency(target)
+    return why if constants is None else None
+
+
+def step_time(config: Config, costs: Costs | None) -> float | None:
+    """The predicted time (ms) of `config`'s step whose ops `costs` counted (None: not
+    counted, or `time_reason` says it cannot be predicted)."""
+    if costs is None or time_reason(config) is not None:
+        return None
+    return timemodel.step_ms(costs.ops, targets_mod.BY_NAME[config.device])
 
 
 def workspace_bytes(config: Config, tracker: StorageTracker) -> int:

@@ -32,25 +32,31 @@ on shapes where both run.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import torch
 
 from cebench.core import devices
+from cebench.core import targets as targets_mod
 from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
+from cebench.core.timemodel import OpCost, step_ms
 from cebench.losses import variants
-from cebench.measure.meta import counted, flop_counter, note, predict_peak, trace
+from cebench.measure.costs import Costs
+from cebench.measure.meta import counted, flop_counter, note, predict_peak, time_reason, trace
 from cebench.measure.tracker import StorageTracker, charge
 from cebench.models import training as training_mod
 from cebench.models.model import resolve_model
 from cebench.store.schema import PREDICTED
 
 ALLOC, FREE = "+", "-"
+Number = TypeVar("Number", int, float)  # what is extrapolated along an axis: bytes and FLOPs, a time
 Signature = tuple[str, object]  # (ALLOC or FREE, the op that made the storage)
 SAMPLES = 4  # periods in the smallest traced batch: each loop has run a regular iteration between its first and last
 WORTH = 8  # periods beyond the smallest sample from which extrapolating is cheaper than one whole trace
@@ -100,7 +106,8 @@ class EventTracker(StorageTracker):
 class _Sample:
     """One traced step, as `Series` needs it: its storage events (raw bytes), the raw bytes
     of the storages it starts with, its FLOPs (None: not counted), the threads that ran a
-    matmul, its skipped-launch note, a model's state bytes and what it warned."""
+    matmul, its skipped-launch note, a model's state bytes, what it warned, and where its
+    time is predicted (`meta.time_reason`), its ops in order (`ops`; None: not counted)."""
 
     events: list[tuple[Signature, int]]
     before: list[int]
@@ -109,6 +116,7 @@ class _Sample:
     skipped: str
     state: int | None
     said: str = ""
+    ops: tuple[OpCost, ...] | None = None
 
 
 def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sample, Callable[[int], int]]:
@@ -116,10 +124,11 @@ def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sa
     counter costs a model step's trace half as much again), its model with `layers` blocks
     (None: its own), and its target's `block`."""
     counter = flop_counter() if flops else None
-    tracker, _, state = trace(config, EventTracker, counter, layers=layers)
+    costs = Costs() if flops and time_reason(config) is None else None
+    tracker, _, state = trace(config, EventTracker, counter, layers=layers, costs=costs)
     total = None if counter is None else counted(counter)
-    return _Sample(tracker.events, tracker.before, total, frozenset(tracker.blas),
-                   tracker.skipped, state, tracker.said), tracker.block
+    return _Sample(tracker.events, tracker.before, total, frozenset(tracker.blas), tracker.skipped, state,
+                   tracker.said, None if costs is None else tuple(costs.sequence)), tracker.block
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,71 @@ def _align(s0: Sequence[object], s1: Sequence[object], i: int, j: int, floor_i: 
     return None
 
 
+def _grown(op: OpCost, df: int, db: int, k: int) -> OpCost:
+    """`op` with `k` steps of `df` FLOPs and `db` bytes added."""
+    return replace(op, flops=op.flops + k * df, nbytes=op.nbytes + k * db)
+
+
+class _OpSeries:
+    """The ops of three traced samples a step apart along an axis (each in order), aligned as
+    their storage events are (`_insertions`, on each op's name, class and precision): a
+    template of ops whose FLOPs and bytes are affine in the step, with runs inserted once
+    per step between them, whose k copies are alike. `ops(k)` counts what a trace at k steps
+    would, in time independent of k; `sequence(k)` writes it out in order. `NotRepeating`
+    where the ops do not repeat so."""
+
+    def __init__(self, o0: Sequence[OpCost], o1: Sequence[OpCost], o2: Sequence[OpCost]) -> None:
+        sig0, sig1, sig2 = ([(op.op, op.kind, op.half) for op in o] for o in (o0, o1, o2))
+        # in order: a template op (at the first value, its FLOPs and bytes per step), or a run (a list of those,
+        # at k = 1)
+        self._items: list[tuple[OpCost, int, int] | list[tuple[OpCost, int, int]]] = []
+        at2 = j1 = position = 0
+        for at, start, length in [*_insertions(sig0, sig1), (len(sig0), len(sig1), 0)]:
+            for i in range(position, at):
+                if at2 == len(sig2):
+                    raise NotRepeating("the third trace ends before the pattern of its ops does")
+                a, b, c = o0[i], o1[i + j1], o2[at2]
+                df, db = b.flops - a.flops, b.nbytes - a.nbytes
+                if sig2[at2] != sig0[i] or _grown(a, df, db, 2) != c:
+                    raise NotRepeating(f"op {i} is not affine along the axis")
+                self._items.append((a, df, db))
+                at2 += 1
+            position = at
+            if not length:
+                break
+            once, twice = o1[start:start + length], o2[at2:at2 + 2 * length]
+            if tuple(sig2[at2:at2 + 2 * length]) != tuple(sig1[start:start + length]) * 2 \
+                    or twice[:length] != twice[length:]:
+                raise NotRepeating(f"the ops inserted at op {at} are not repeated")
+            self._items.append([(a, b.flops - a.flops, b.nbytes - a.nbytes)
+                                for a, b in zip(once, twice[:length], strict=True)])
+            at2 += 2 * length
+            j1 += length
+        if at2 != len(sig2):
+            raise NotRepeating("the third trace has ops the pattern lacks")
+
+    def ops(self, k: int) -> Counter[OpCost]:
+        """The ops at k steps from the first value, each with how often it runs."""
+        found: Counter[OpCost] = Counter()
+        for item in self._items:
+            if isinstance(item, tuple):
+                found[_grown(*item, k)] += 1
+            else:  # a run: k copies of its ops as they are at k
+                for op, df, db in item:
+                    found[_grown(op, df, db, k - 1)] += k
+        return found
+
+    def sequence(self, k: int) -> tuple[OpCost, ...]:
+        """The ops at k steps from the first value, in order."""
+        out: list[OpCost] = []
+        for item in self._items:
+            if isinstance(item, tuple):
+                out.append(_grown(*item, k))
+            else:
+                out += [_grown(op, df, db, k - 1) for op, df, db in item] * k
+        return tuple(out)
+
+
 class Series:
     """Three traced samples of a step along one axis (a batch in sequences, or a model's
     blocks) at `first`, `first + period` and `first + 2·period`, aligned: any value `first +
@@ -217,6 +291,10 @@ class Series:
             raise NotRepeating("the third trace has events the pattern lacks")
         self._template = s0.events
         self._template_slope = template_slope
+        self._ops: _OpSeries | None = None  # the ops, where counted and repeating (else no time is predicted)
+        if all(s.ops is not None for s in samples):
+            with contextlib.suppress(NotRepeating):
+                self._ops = _OpSeries(*(s.ops or () for s in samples))
         self._runs = runs
         self._samples = samples
         self._before = _Before(*(s.before for s in samples))
@@ -260,7 +338,7 @@ class Series:
             high = max(high, step)
         return level + k * step, max(peak, level + high + (k - 1) * max(step, 0))
 
-    def _affine(self, values: Sequence[int | None], k: int) -> int | None:
+    def _affine(self, values: Sequence[Number | None], k: int) -> Number | None:
         a, b = values[0], values[1]
         return None if a is None or b is None else a + k * (b - a)
 
@@ -272,8 +350,10 @@ class Series:
         base = self._before.charged(k, target.block_bytes) + target.workspace_bytes * len(s0.blas)
         state = self._affine([s.state for s in self._samples], k)
         flops = self._affine([s.flops for s in self._samples], k)
-        return MemoryReading(base, base + self.peak_delta(value), PREDICTED, state,
-                             note=note(s0.skipped, s0.said)), flops
+        card = targets_mod.BY_NAME.get(self._device)
+        time_ms = None if self._ops is None or card is None else step_ms(self._ops.ops(k), card)
+        return MemoryReading(base, base + self.peak_delta(value), PREDICTED, state, note=note(s0.skipped, s0.said),
+                             time_ms=time_ms), flops
 
     def sample(self, value: int) -> _Sample:
         """The step at `value` as its own trace would log it, written out from the pattern
@@ -291,7 +371,8 @@ class Series:
                 events.append((signature, v0 + k * self._template_slope[i]))
         s0 = self._samples[0]
         return _Sample(events, self._before.raw(k), self._affine([s.flops for s in self._samples], k), s0.blas,
-                       s0.skipped, self._affine([s.state for s in self._samples], k), s0.said)
+                       s0.skipped, self._affine([s.state for s in self._samples], k), s0.said,
+                       None if self._ops is None else self._ops.sequence(k))
 
 
 class _Before:
@@ -332,7 +413,7 @@ def period(config: Config) -> int | None:
     `WRITTEN_OUT` blocks (a batch series' samples are written out block by block)."""
     config = traced_as(config)
     name = config.variant
-    if name != training_mod.BODY and not variants.get(name).affine_in_rows:
+    if name != training_mod.BODY and not variants.of(config).affine_in_rows:
         return None
     if config.has_model:
         spec = resolve_model(config.model).spec
@@ -440,6 +521,6 @@ def predicted(config: Config, *, flops: bool = True, shared: bool = False) -> tu
     if blocks is not None and by_layers is not None:
         return by_layers.reading(blocks)
     counter = flop_counter() if flops else None
-    reading = predict_peak(config, counter)
+    reading = predict_peak(config, counter, timed=flops)
     return reading, None if counter is None else counted(counter)
 

@@ -30,7 +30,6 @@ import functools
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import torch
 from torch._prims_common import is_non_overlapping_and_dense_or_false
@@ -39,6 +38,7 @@ from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
 from cebench.core.patched import patched
+from cebench.measure.costs import Costs
 from cebench.measure.op_cache import OpCache
 from cebench.measure.sharded import WRITES_INTO
 from cebench.measure.timeline import (
@@ -55,8 +55,8 @@ from cebench.measure.timeline import (
 )
 from cebench.models.fsdp import local
 
-if TYPE_CHECKING:  # its module imports triton (`meta.flop_counter` chooses the interpreter first)
-    from torch.utils.flop_counter import FlopCounterMode
+# What the tracker shows each op it runs (func, args, kwargs, outputs): a FLOP count, a cost count.
+Observer = Callable[[torch._ops.OpOverload, tuple, dict, object], None]
 
 # ATen ops that run on cuBLAS on a GPU (each thread that runs one gets a cuBLAS handle and workspace).
 BLAS_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_scaled_mm",
@@ -88,7 +88,9 @@ class StorageTracker(TorchDispatchMode):
         self.skipped = ""  # what the traced step launched and did not run (`meta.trace`: Triton launches)
         self.said = ""  # the distinct warnings the traced step raised (`meta.trace`)
         self.cache: OpCache | None = None  # answers ops on meta seen before (`meta.trace` sets it)
-        self.flops: FlopCounterMode | None = None  # counts the FLOPs of every ATen op it sees (`meta.trace` sets it)
+        # shown every ATen op it runs, a custom op's Python kernel's too (`meta.trace` adds the FLOP and cost counts)
+        self.observers: list[Observer] = []
+        self.costs: Costs | None = None  # the cost count among them (`meta.trace` sets it)
         # the bytes of the buffers a collective holds inside itself (`sharded.gloo_temporaries`; None: none)
         self.temporaries: Callable[[torch._ops.OpOverload, tuple], list[int]] | None = None
         self.scope = ""  # what FSDP is doing, when its storages are made (`sharded.follow`): their op's name
@@ -131,7 +133,10 @@ class StorageTracker(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is _ADD and not kwargs and (into := accumulated_into(args)) is not None:
-            return into.add_(args[1])  # below this mode: no new storage
+            out = into.add_(args[1])  # below this mode: no new storage
+            for observe in self.observers:
+                observe(func, args, {}, out)
+            return out
         kernel = None
         if self.temporaries is not None:
             self._hold(self.temporaries(func, args), _device_type(args))
@@ -148,8 +153,8 @@ class StorageTracker(TorchDispatchMode):
                 out = self.cache.run(func, args, kwargs or {}, lambda: func(*args, **(kwargs or {})))
             else:
                 out = func(*args, **(kwargs or {}))
-            if self.flops is not None:  # counted here, not by a mode of its own: one dispatch less per op
-                self.flops._count_flops(func._overloadpacket, out, args, kwargs or {})
+            for observe in self.observers:  # here, not by modes of their own: one dispatch less per op
+                observe(func, args, kwargs or {}, out)
         for value in tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
                 self.track(value)

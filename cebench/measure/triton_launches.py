@@ -13,7 +13,8 @@ there is nothing to run, so inside `skipped()` every launch returns at once:
 
 each for the duration of the block, on the classes (every kernel at once). What a skipped
 launch would have written is unknown afterwards: `on_skip` is given its tensor arguments
-(`cebench.measure.data_reads` forgets what it knew of their values). The kernels skipped
+and its kernel's name (`cebench.measure.data_reads` forgets what it knew of their values;
+`cebench.measure.costs` counts the launch). The kernels skipped
 are listed by name in `Skipped.kernels`; `followed` names the peer package whose Python
 the trace followed, with the versions cebench's rules were checked against.
 
@@ -87,9 +88,9 @@ def _name(kernel: Any) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def skipped(needed: bool = False, on_skip: Callable[[list[Any]], None] | None = None) -> Iterator[Skipped]:
+def skipped(needed: bool = False, on_skip: Callable[[list[Any], str], None] | None = None) -> Iterator[Skipped]:
     """Within: every Triton kernel launch does nothing but record its kernel and pass its
-    tensor arguments to `on_skip`. A no-op when triton is neither imported nor `needed`
+    tensor arguments and name to `on_skip`. A no-op when triton is neither imported nor `needed`
     (then Triton's interpreter is chosen first, as cebench does before importing triton on a
     machine without a GPU)."""
     record = Skipped()
@@ -113,7 +114,7 @@ def skipped(needed: bool = False, on_skip: Callable[[list[Any]], None] | None = 
         if package:
             record.packages.add(package)
         if on_skip is not None:
-            on_skip([a for a in tree_flatten((args, kwargs))[0] if hasattr(a, "untyped_storage")])
+            on_skip([a for a in tree_flatten((args, kwargs))[0] if hasattr(a, "untyped_storage")], name)
         return None
 
     with contextlib.ExitStack() as stack:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cebench.core.axes import Compile
-from cebench.core.units import format_bytes
+from cebench.core.units import format_bytes, format_ms
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
@@ -58,18 +58,23 @@ def breakdown_table(e: Explanation, unit: str | None = None) -> Table:
         table.notes.append("the tensors above sum to the peak Δ exactly")
     table.notes.append(f"{sizes_text(c)}; inputs h, weight, targets: {format_bytes(e.base_bytes, unit)} before the "
                        "step, not in the peak Δ")
+    if e.time_ms is not None:
+        table.notes.append(f"predicted step time on {c.device}: {format_ms(e.time_ms)} (the time model: a roofline "
+                           "over the traced ops, calibrated on published rows; cebench targets)")
     if any(x.op.startswith("compiled graph") for g in e.groups for x in g.entries):
         table.notes.append("compiled graph → op: a buffer of compiled code, named by the first op of the graph that "
                            "takes it whole (its shape comes from there); no finer attribution is recorded")
     return table
 
 
-def anatomy_columns() -> list[Column]:
-    """The columns of `anatomy_table`: the variant, the step peak, each part, where the peak is."""
+def anatomy_columns(timed: bool = False) -> list[Column]:
+    """The columns of `anatomy_table`: the variant, the step peak, each part, where the peak
+    is, and (`timed`) the step's predicted time."""
     from cebench.analyze.anatomy import PARTS
 
     return [Column("variant", "variant", right=False), Column("peak", "step peak"),
-            *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False)]
+            *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False),
+            *([Column("time", "pred. time")] if timed else [])]
 
 
 def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
@@ -81,16 +86,20 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
     c = anatomies[0].config
     sharded = f" · FSDP ×{c.fsdp}, per rank" if c.fsdp > 1 else ""
     sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
-    table = Table(anatomy_columns(), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
+    timed = any(a.time_ms is not None for a in anatomies)
+    table = Table(anatomy_columns(timed), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
                                  f"{c.activation_checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
                                  f"{c.dtype} · {c.device} (predicted on meta)")
     for a in anatomies:
         table.add_row(label(a), format_bytes(a.peak_bytes, unit), *(format_bytes(a.parts[p], unit) for p in PARTS),
-                      a.when)
+                      a.when, *([format_ms(a.time_ms) if a.time_ms is not None else "–"] if timed else []))
     table.notes.append("parts at the peak: parameters and optimizer state exist before the step; gradients = the "
                        "parameters' .grad made in the backward; in flight = what FSDP gathers and reduces for the "
                        "blocks at work (all-gather buffers, unsharded parameters, reduce-scatter inputs); activations "
                        "= the body's forward saved (or recomputed) for its backward; loss = made from the loss's call "
                        "until the gradient of h is ready; optimizer step = its temporaries; other = the token ids and "
                        "targets, the body backward's temporaries, workspaces")
+    if timed:
+        table.notes.append("pred. time: the whole step's predicted time on the target (the time model: a roofline over "
+                           "the traced ops, calibrated on published rows; cebench targets)")
     return table

@@ -8,13 +8,15 @@ from rich.text import Text
 from cebench.core import devices
 from cebench.core.axes import STEP_SETTINGS, Compile
 from cebench.core.config import LOSS
-from cebench.core.units import format_bytes
+from cebench.core.units import format_bytes, format_ms
 from cebench.losses import variants
 from cebench.render.table import Column, Table
 from cebench.store.schema import Status
 
 if TYPE_CHECKING:
     from cebench.analyze.predicting import Fitted
+
+FASTEST = "◀ fastest"  # the row of the most predicted tokens per second within the budget
 
 
 def setting_label(config: object, names: tuple[str, ...]) -> str:
@@ -29,8 +31,10 @@ def varied(fitted: Fitted) -> tuple[str, ...]:
 
 def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
     """`fit`'s answer: one row per variant and ce_chunk (max batch, tokens, predicted peak in
-    bytes, its share of the budget, the batch against the baseline's), with the loss alone's
-    answer where there is one and the measured peak with `measure`; the most tokens highlighted.
+    bytes, its share of the budget, the batch against the baseline's; on a named GPU its
+    predicted step time and tokens per second there), with the loss alone's answer where
+    there is one and the measured peak with `measure`; the most tokens highlighted, and the
+    most tokens per second of all the rows marked `FASTEST`.
     A group per value of the model step's settings that were given more than one (`varied`),
     each row compared and highlighted within its group. `unit`: memory in that unit
     (`cebench.core.units.BYTE_UNITS`) rather than each cell's own."""
@@ -46,6 +50,9 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
              ("predictions", "predictions", 3)]
     if alone:
         specs[3:3] = [("alone", "loss alone", 0), ("alone_vs_base", f"alone vs {base}", 2)]
+    timed = fitted.fastest is not None
+    if timed:
+        specs[5:5] = [("time", "pred. time", 1), ("tokens_per_s", "pred. tokens/s", 0)]
     if measured:
         specs.append(("measured", "measured peak", 0))
     table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
@@ -63,6 +70,11 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
                      f"{f.tokens:,}", format_bytes(f.peak_bytes, unit),
                      "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
                      "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×", str(f.predictions)]
+            if timed:
+                at = 5 + (2 if alone else 0)
+                cells[at:at] = ["–" if f.time_ms is None else format_ms(f.time_ms),
+                                "–" if f.tokens_per_s is None else f"{f.tokens_per_s:,.0f}"
+                                + (f" {FASTEST}" if i == fitted.fastest else "")]
             if alone:
                 a = alone.get(i)
                 cells[3:3] = ["–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
@@ -95,5 +107,13 @@ def fit_note(fitted: Fitted) -> str:
         inputs = (f"the whole training step of {c.model}: parameters, gradients, {optimizer} state, activations "
                   f"({checkpointing}), the loss{ranks}; loss alone: the loss step by itself at the same vocab and "
                   f"d_model, with {inputs}")
+    time = ""
+    if fitted.fastest is not None:
+        best = fitted.fits[fitted.fastest]
+        chunk = f"chunk {best.config.ce_chunk:,}" if best.config.ce_chunk else ""
+        setting = " · ".join(filter(None, (best.config.variant, chunk, setting_label(best.config, varied(fitted)))))
+        time = (f" Fastest that fits: {setting} at batch {best.batch:,}, {best.tokens_per_s:,.0f} tokens/s predicted "
+                "(pred. time: the time model's step time at the max batch, a roofline over the traced ops calibrated "
+                "on published rows; cebench targets).")
     return (f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
-            f"for {c.device} (peak includes {inputs}{workspaces}).")
+            f"for {c.device} (peak includes {inputs}{workspaces}).{time}")

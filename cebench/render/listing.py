@@ -14,15 +14,41 @@ if TYPE_CHECKING:
 
 
 def targets_table(found: Sequence[Target]) -> Table:
-    """One row per named GPU: its memory (bytes), cuBLAS workspace (bytes) and dense BF16 rate (TFLOP/s)."""
-    table = Table([Column("name", "target", right=False), Column("model", "GPU", right=False, priority=2),
-                   Column("cc", "sm", priority=1), Column("memory", "memory"), Column("bytes", "bytes", priority=1),
-                   Column("workspace", "cuBLAS workspace"), Column("bf16", "BF16 dense")],
+    """One row per named GPU: its memory (bytes), cuBLAS workspace (bytes), dense BF16 and FP32
+    rates (TFLOP/s), memory bandwidth (TB/s) and the family whose time-model constants apply."""
+    from cebench.core import timemodel
+
+    table = Table([Column("name", "target", right=False), Column("model", "GPU", right=False, priority=3),
+                   Column("cc", "sm", priority=2), Column("memory", "memory"), Column("bytes", "bytes", priority=4),
+                   Column("workspace", "cuBLAS ws", priority=1), Column("bf16", "BF16 TFLOP/s"),
+                   Column("fp32", "FP32", priority=2), Column("bandwidth", "TB/s"),
+                   Column("family", "time model", right=False)],
                   title="cebench targets · for predict, fit and explain --target (cuda: any NVIDIA GPU, no card's "
                         "figures)")
     for t in found:
+        constants, borrowed = timemodel.efficiency(t)
+        family = t.arch if constants is not None and not borrowed else f"{t.arch} (none)" if constants is None \
+            else f"{t.arch} (as {timemodel.BORROWED[t.arch]})"
         table.add_row(t.name, t.model, f"{t.capability[0]}.{t.capability[1]}", format_bytes(t.capacity_bytes),
-                      f"{t.capacity_bytes:,}", f"{t.workspace_bytes:,} B", f"{t.bf16_flops / 1e12:,.1f} TFLOP/s")
+                      f"{t.capacity_bytes:,}", f"{t.workspace_bytes:,} B", f"{t.bf16_flops / 1e12:,.1f}",
+                      f"{t.fp32_flops / 1e12:,.1f}", f"{t.hbm_bytes_per_s / 1e12:.2f}", family)
+    return table
+
+
+def families_table() -> Table:
+    """One row per GPU family of the time model: its fitted efficiencies (a share of the peak
+    rate or bandwidth; launch in µs); a family without its own, dashes."""
+    from cebench.core import timemodel
+
+    table = Table([Column("family", "family", right=False), Column("matmul", "matmul"),
+                   Column("matmul_memory", "mm bytes"), Column("elementwise", "elementwise"),
+                   Column("reduction", "reduction"), Column("fused", "fused"), Column("launch", "launch")],
+                  title="time model · efficiencies per GPU family (results/calibrate_time.py)")
+    for family, c in sorted(timemodel.FAMILIES.items()):
+        table.add_row(family, f"{c.matmul:.2f}", f"{c.matmul_memory:.2f}", f"{c.elementwise:.2f}",
+                      f"{c.reduction:.2f}", f"{c.fused:.2f}", f"{c.launch_us:.1f} µs")
+    for family in timemodel.BORROWED:
+        table.add_row(family, *(["–"] * 6))
     return table
 
 

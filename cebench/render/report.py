@@ -27,14 +27,18 @@ _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_byt
 # A model's training step (`--model`): its whole peak, that against the baseline's, and the loss's share of it.
 _MODEL = [("step_peak_bytes", "step peak", 0), ("step_vs_base", "step vs base", 1), ("loss_share", "loss share", 1),
           ("loss_time_share", "loss time", 2)]
+# Predicted rows on a named GPU: the time model's step time (`cebench.core.timemodel`), never a measured column.
+_PREDICTED = [("predicted_time_ms", "pred. time", 0), ("predicted_vs_base", "pred. vs base", 2),
+              ("predicted_tokens_per_s", "pred. tokens/s", 3)]
 _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "time vs base", 2),
          ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
          ("us_per_row", "time/row", 8), ("compile_s", "compile", 9)]
 
 
 def column_keys(timed: bool = True) -> list[str]:
-    """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns."""
-    return [key for key, _, _ in _MEMORY + _MODEL + (_TIME if timed else [])] + ["status"]
+    """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns
+    (else with its predicted time's)."""
+    return [key for key, _, _ in _MEMORY + _MODEL + (_TIME if timed else _PREDICTED)] + ["status"]
 
 
 def _share_cell(share: float | None, noise: bool) -> Text | str:
@@ -66,8 +70,10 @@ def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | Non
     (`cebench.core.units.BYTE_UNITS`) rather than each cell's own."""
     rows = view(frame)
     timed = rows["time_ms_median"].notna().any()
+    predicted = rows["predicted_time_ms"].notna().any()
     modeled = rows["step_peak_bytes"].notna().any()
-    specs = _MEMORY + (_MODEL if modeled else []) + (_TIME if timed else []) + [("status", "status", 0)]
+    specs = (_MEMORY + (_MODEL if modeled else []) + (_TIME if timed else []) + (_PREDICTED if predicted else [])
+             + [("status", "status", 0)])
     table = Table([Column(k, h, right=k not in ("variant", "status"), priority=p) for k, h, p in specs], title=title)
     multi = frame[["workload", "device", "dtype"]].drop_duplicates().shape[0] > 1
     reasons: list[str] = []
@@ -106,11 +112,18 @@ def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | Non
             per_row = cell_value(row["us_per_row"])
             cells["us_per_row"] = format_ms(None if per_row is None else per_row / 1e3)
             cells["compile_s"] = "–" if compile_s is None else f"{compile_s:.1f} s"
+        if predicted:
+            ms, tps = cell_value(row["predicted_time_ms"]), cell_value(row["predicted_tokens_per_s"])
+            cells["predicted_time_ms"] = format_ms(ms) if ms is not None else Text("–", style="dim")
+            cells["predicted_vs_base"] = _ratio(row["predicted_vs_base"])
+            cells["predicted_tokens_per_s"] = "–" if tps is None else f"{tps:,.0f}"
         table.add_row(*(cells[c.key] for c in table.columns))
     bases = ", ".join(f"{n} ({w})" for w, n in rows.groupby("workload", sort=False)["baseline"].first().items() if n)
     if bases:
-        table.notes.append(f"peak Δ = peak − memory live before the step; Δ vs base, time vs base: ratios to {bases} "
-                           "at the same shape")
+        ratios = ", ".join(["Δ vs base", *(["time vs base"] if timed else []),
+                            *(["pred. vs base"] if predicted else [])])
+        table.notes.append(f"peak Δ = peak − memory live before the step; {ratios}: ratios to {bases} at the same "
+                           "shape")
     if modeled:
         table.notes.append("step peak: the whole training step's (parameters, optimizer state, activations, loss); "
                            "loss share: (step peak − the same step's with a stand-in loss) / step peak; loss time: "
@@ -126,6 +139,9 @@ def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | Non
         against.append(("time_vs_floor", "vs floor: time / matmul_floor_ms, the step's full-size matmuls timed alone"))
     if timed:
         against.append(("us_per_row", "time/row: time / N (batch × context rows)"))
+    if predicted:
+        against.append(("predicted_time_ms", "pred. time: the time model's step time on the target (a roofline over "
+                                             "the traced ops, calibrated on published rows), not a measurement"))
     if timed and (rows["variant"].str.endswith(variants.COMPILED) & rows["tflops_per_s"].notna()).any():
         against.append(("tflops_per_s", "TFLOP/s of a compiled variant counts its eager twin's FLOPs"))
     if against:

@@ -10,7 +10,7 @@ from typing import Any
 
 from cebench.core import devices
 from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpointing, Role, split
-from cebench.core.config import LOSS, SAMPLE, WORKLOADS, Config
+from cebench.core.config import LOGITS, LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import BYTES_LIMIT
 from cebench.losses import variants
@@ -45,7 +45,7 @@ def select_variants(variant: str | None, workload: str | None, device: str | Non
         return tuple(n for w in (workloads or (LOSS,)) for n in variants.defaults(w, device))
     chosen = tuple(dict.fromkeys(variants.resolve(part).name for part in split(variant, "variant")))
     if workloads is not None:
-        stray = [n for n in chosen if variants.get(n).workload not in workloads]
+        stray = [n for n in chosen if not set(variants.get(n).workloads) & set(workloads)]
         if stray:
             raise UsageError(f"{', '.join(stray)} is not a {'/'.join(workloads)} variant", "variant")
     return chosen
@@ -62,6 +62,7 @@ class Grid:
     values: Mapping[str, tuple]
     temperature: float = 0.9
     model_own: tuple[str, ...] = ()  # the axes each point's model decides (`Axis.model_sets`, `model_default`)
+    workloads: tuple[str, ...] = ()  # the workloads chosen (empty: each variant's own)
 
     def __getattr__(self, name: str) -> tuple:
         values = self.__dict__.get("values", {})
@@ -81,7 +82,9 @@ class Grid:
     def expand(self) -> list[Config]:
         """Every point, grouped by shape so that the variants of one shape are adjacent
         (the last axes vary fastest: batch before context before d_model, vocab, dtype).
-        A sampler takes the loss semantics' `off` values, so it is measured once per shape."""
+        A sampler takes the loss semantics' `off` values, so it is measured once per shape. A
+        variant runs on each chosen workload it has (`Variant.workloads`; none chosen: its
+        own); a point of the logits workload has d_model 0 (no projection)."""
         shared = [a for a in AXES if not a.chunked_only]
         order = [a for a in shared if a.name not in ("batch", "context", "d_model", "vocab")] + [
             BY_NAME[n] for n in ("vocab", "d_model", "context", "batch")]
@@ -93,13 +96,17 @@ class Grid:
                 model = resolve_model(shape["model"])
                 shape.update({name: getattr(model, name) for name in self.model_own})
             for name in self.variants:
-                variant = variants.get(name)
-                own = shape if variant.workload == LOSS else {**shape, **{a.name: a.off for a in SEMANTICS}}
-                per_chunk = [self.values[a.name] if variant.chunked else (None,) for a in chunked]
-                for extra in itertools.product(*per_chunk):
-                    points[Config(variant=name, workload=variant.workload, device=self.device,
-                                  temperature=self.temperature, **own,
-                                  **dict(zip((a.name for a in chunked), extra, strict=True)))] = None
+                base = variants.get(name)
+                for workload in [w for w in self.workloads or (base.workload,) if w in base.workloads]:
+                    variant = base.on(workload)
+                    own = shape if workload != SAMPLE else {**shape, **{a.name: a.off for a in SEMANTICS}}
+                    if workload == LOGITS:
+                        own = {**own, "d_model": 0}
+                    per_chunk = [self.values[a.name] if variant.chunked else (None,) for a in chunked]
+                    for extra in itertools.product(*per_chunk):
+                        points[Config(variant=name, workload=workload, device=self.device,
+                                      temperature=self.temperature, **own,
+                                      **dict(zip((a.name for a in chunked), extra, strict=True)))] = None
         return list(points)
 
 
@@ -209,8 +216,9 @@ class GridOptions:
         defaults of its kind; each axis's rules are checked (`_check_rules`)."""
         kind = devices.get(device).kind
         values = {a.name: a.values(self.axes.get(a.name), kind) for a in AXES}
+        chosen = parse_names(self.workload, list(WORKLOADS), "workload") if self.workload is not None else ()
         grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
-                    temperature=check_temperature(self.temperature))
+                    temperature=check_temperature(self.temperature), workloads=chosen)
         samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
         _check_rules(values, self.axes, samplers)
         if any(m != NO_MODEL for m in values["model"]):

@@ -54,7 +54,7 @@ class _Measured:
 def _measure(config: Config, settings: Settings, mesh: DeviceMesh | None = None) -> _Measured:
     """`config`'s step: warm-up, memory pass, timing pass; a model sharded over `mesh` when
     given (in one of its ranks: `_rank`)."""
-    fn = variants.get(config.variant).build() if config.variant != training.BODY else training.stand_in
+    fn = variants.of(config).build() if config.variant != training.BODY else training.stand_in
     if config.has_model:
         state = training.make(config, mesh=mesh)
         step, live = training.make_step(fn, state, config), state.tensors

@@ -163,9 +163,20 @@ _PLACED: tuple[Column, ...] = (  # in the order of files written with schemas 1-
            "this loss costs inside this model", added=6),
     Column("body_time_ms", "float", "ms", "measured `model` rows: the median time of that step with the stand-in "
            "loss: `time_ms_median` − `body_time_ms` is what this loss costs in time inside this model", added=6),
+
 )
-# Every column in CSV order: those placed above, then the column of each axis declared since.
-DECLARED: tuple[Column, ...] = _PLACED + tuple(_axis(a.name) for a in AXES if a.name not in {c.name for c in _PLACED})
+_SINCE_8: tuple[Column, ...] = (  # the columns added after schema 8, in the order they were added
+    Column("predicted_time_ms", "float", "ms", "predicted rows on a named GPU: the step's time from the time model "
+           "(a roofline summed over its traced ops, efficiencies calibrated on published rows; `cebench targets`); "
+           "a prediction, never a measurement; empty where the model cannot predict it (the note says why)",
+           added=9),
+    Column("predicted_tokens_per_s", "float", "tokens/s", "non-padding tokens / `predicted_time_ms`", added=9),
+)
+_AXES_SINCE = tuple(a for a in AXES if a.name not in {c.name for c in _PLACED})
+# Every column in CSV order: those placed above, the column of each axis declared up to schema 8, the columns
+# added since, then the column of each axis declared after them.
+DECLARED: tuple[Column, ...] = (_PLACED + tuple(_axis(a.name) for a in _AXES_SINCE if a.added <= 8) + _SINCE_8
+                                + tuple(_axis(a.name) for a in _AXES_SINCE if a.added > 8))
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED)
 BY_NAME: dict[str, Column] = {c.name: c for c in DECLARED}
@@ -283,6 +294,8 @@ if TYPE_CHECKING:
         body_time_ms: float | None = None
         fsdp: int | None
         compile: str
+        predicted_time_ms: float | None = None
+        predicted_tokens_per_s: float | None = None
     # </generated>
 else:
     _Columns = dataclasses.make_dataclass(

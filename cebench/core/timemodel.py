@@ -1,0 +1,109 @@
+"""A GPU step's time, predicted: a roofline summed op by op over the ops a trace saw.
+
+Each op (`OpCost`: its class, whether its data is half precision, its FLOPs and the bytes
+it moves, from `cebench.measure.costs`) takes
+
+    launch + max(flops / (peak · matmul), bytes / (bandwidth · e_class))
+
+seconds on a named GPU (`cebench.core.targets`: `peak` is its dense BF16 rate for half
+precision, its FP32 rate otherwise; `bandwidth` its memory's), where `e_class` is the
+efficiency of the op's class (elementwise, reduction, fused Triton loss kernel) and `launch`
+the fixed cost of one kernel. These efficiencies are the model's only fitted constants, one
+set per GPU family (`FAMILIES`), calibrated by `results/calibrate_time.py` on Liger-Kernel's
+2024 timing rows alone (`results/published/liger_kernel_speed_rows_2024.csv`) and judged on
+published rows they never saw. A family without rows borrows another's (`BORROWED`), and its
+rows say so.
+
+A leaf module: no torch, nothing from cebench but the targets.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cebench.core.targets import Target
+
+MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC = "matmul", "elementwise", "reduction", "fused", "sync"
+CLASSES: tuple[str, ...] = (MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC)
+SHORT_MS = 1.0  # below this a step is mostly fixed costs: launches and syncs, which the model knows least
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One op as the time model sees it: its class (`CLASSES`), whether its data is bf16/fp16
+    (`half`: the tensor-core rate applies to its FLOPs), its FLOPs, the bytes it reads and
+    writes, and its name (the ATen op's; a Triton kernel's)."""
+
+    kind: str
+    half: bool
+    flops: int
+    nbytes: int
+    op: str = ""
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """A GPU family's fitted constants: the share of the peak rate a matmul reaches
+    (`matmul`), of the memory bandwidth a matmul's operands (`matmul_memory`: a skinny
+    matmul that reads and writes a large operand is bound by it), an elementwise op, a row
+    reduction and a fused loss kernel reach, and the fixed cost of a kernel launch
+    (`launch_us`, µs; a host sync costs the same); `rows`: the published rows they were
+    calibrated on."""
+
+    matmul: float
+    matmul_memory: float
+    elementwise: float
+    reduction: float
+    fused: float
+    launch_us: float
+    rows: str
+
+    def seconds(self, op: OpCost, target: Target) -> float:
+        """One op's time on `target` (s)."""
+        launch = self.launch_us * 1e-6
+        if op.kind == SYNC:
+            return launch
+        share = {MATMUL: self.matmul_memory, ELEMENTWISE: self.elementwise, REDUCTION: self.reduction,
+                 FUSED: self.fused}[op.kind]
+        memory = op.nbytes / (target.hbm_bytes_per_s * share)
+        if not op.flops:
+            return launch + memory
+        peak = target.bf16_flops if op.half else target.fp32_flops
+        return launch + max(op.flops / (peak * self.matmul), memory)
+
+
+# <generated: results/calibrate_time.py>
+FAMILIES: dict[str, Efficiency] = {
+    "ada": Efficiency(0.6092, 0.758, 0.8833, 0.6472, 1.0, 8.33,
+                          rows="20 rows of NVIDIA L40S (Liger-Kernel 2024)"),
+    "ampere": Efficiency(0.7816, 0.6307, 0.9085, 0.5459, 1.0, 19.65,
+                          rows="48 rows of NVIDIA A100-SXM4-80GB (Liger-Kernel 2024)"),
+    "cdna3": Efficiency(0.3399, 0.2431, 0.4448, 0.4603, 1.0, 1.0,
+                          rows="20 rows of AMD Instinct MI300X (Liger-Kernel 2024)"),
+    "hopper": Efficiency(0.6671, 0.6176, 1.0, 0.5406, 1.0, 14.86,
+                          rows="20 rows of NVIDIA H100 80GB HBM3 (Liger-Kernel 2024)"),
+}
+# </generated>
+# Families no published row was calibrated on, and the family whose constants they use.
+BORROWED: dict[str, str] = {"blackwell": "hopper"}
+
+
+def efficiency(target: Target) -> tuple[Efficiency | None, str]:
+    """The constants that apply to `target` and what a row predicted with them must say
+    ('' when they were calibrated on its own family); None when there are none."""
+    found = FAMILIES.get(target.arch)
+    if found is not None:
+        return found, ""
+    lender = BORROWED.get(target.arch)
+    if lender is None or lender not in FAMILIES:
+        return None, f"no time model for {target.arch} GPUs (no published rows to calibrate on)"
+    return FAMILIES[lender], f"time: {target.arch} uncalibrated, {lender}'s efficiencies used"
+
+
+def step_ms(ops: Mapping[OpCost, int], target: Target, constants: Efficiency | None = None) -> float | None:
+    """The predicted time of a step that ran `ops` (each → how many times), in ms, on
+    `target`, with `constants` (default: its family's, `efficiency`); None without any."""
+    constants = constants or efficiency(target)[0]
+    if constants is None:
+        return None
+    return sum(n * constants.seconds(op, target) for op, n in ops.items()) * 1e3

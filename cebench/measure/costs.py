@@ -1,0 +1,108 @@
+"""What each traced op costs a GPU: its FLOPs, the bytes it must move and its class, for the
+time model (`cebench.core.timemodel`).
+
+`Costs` is an observer of the storage tracker (`StorageTracker.observers`): it is shown every
+ATen op the step dispatches (the ops of a custom op's Python kernel too) and every Triton launch
+a trace skips (`launch`). An op that only makes a view or an empty buffer launches nothing and
+costs nothing. Any other is one kernel that reads each tensor input once and writes each
+tensor output once, in its dtype (`tensor_bytes`: a broadcast input counts its distinct
+elements; not an argument it takes for its shape or overwrites, `UNREAD`, nor `out=`): an
+in-place op reads and writes its tensor. Its FLOPs are those torch's
+`FlopCounterMode` formulas give (matmuls and attention: 2 per multiply-add); an op with FLOPs
+is a matmul, one of `REDUCTIONS` a reduction over a row (softmax, the NLL loss, norms), one
+that reads a value to the host a sync, any other an elementwise op.
+
+A skipped Triton launch (Liger-Kernel's loss kernels) is a `FUSED` kernel that reads every
+tensor argument once and writes its largest one (the logits chunk it turns into its
+gradient, in place). Cut Cross-Entropy's kernels hold its matmuls, which no formula here
+counts: such a step's time is not predicted (`Variant.kernel_matmuls`). Collectives (FSDP)
+and inductor's generated kernels are not seen either: their steps are not predicted.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from cebench.core.timemodel import ELEMENTWISE, FUSED, MATMUL, REDUCTION, SYNC, OpCost
+
+# Ops that allocate or re-describe a tensor without running a kernel on its data.
+NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "_unsafe_view",
+                       "lift_fresh", "resize_", "set_", "record_stream", "_reshape_alias", "sym_size", "sym_stride",
+                       "sym_numel", "sym_storage_offset", "_assert_async", "_assert_scalar"})
+# Ops that write their output without reading their tensor inputs' data.
+WRITE_ONLY = frozenset({"fill_", "zero_", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+                        "new_zeros", "new_ones", "new_full", "fill", "scalar_tensor", "arange", "randn", "rand",
+                        "randint", "normal_", "uniform_", "bernoulli_", "random_"})
+# Ops that reduce along a row: a softmax, a loss, a norm.
+REDUCTIONS = frozenset({"_log_softmax", "_log_softmax_backward_data", "_softmax", "_softmax_backward_data",
+                        "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward",
+                        "logsumexp", "sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "norm",
+                        "linalg_vector_norm", "var_mean", "std_mean", "native_layer_norm",
+                        "native_layer_norm_backward", "_fused_rms_norm", "_fused_rms_norm_backward", "cumsum",
+                        "sort", "topk", "multinomial", "embedding_dense_backward", "prod", "any", "all"})
+# Arguments (by position) an op takes for their shape or as its destination, not reading their data: the NLL
+# loss gathers one logit a row, its backward zero-fills its gradient and scatters one a row, copy_ overwrites.
+UNREAD: dict[str, tuple[int, ...]] = {"nll_loss_forward": (0,), "nll_loss2d_forward": (0,),
+                                      "nll_loss_backward": (1,), "nll_loss2d_backward": (1,), "copy_": (0,)}
+SYNCS = frozenset({"_local_scalar_dense", "item", "nonzero", "is_nonzero", "equal"})
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """The bytes of `t`'s distinct elements: a dimension of stride 0 (an expanded one) counts once."""
+    n = 1
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        if stride:
+            n *= size
+    return n * t.element_size() if t.numel() else 0
+
+
+def _tensors(tree: object) -> list[torch.Tensor]:
+    return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
+
+
+class Costs:
+    """The ops of one traced step, counted by cost (`ops`: `OpCost` → how many times it ran)
+    and, in order, in `sequence` (what `cebench.measure.series` aligns across traces)."""
+
+    def __init__(self) -> None:
+        self.ops: Counter[OpCost] = Counter()
+        self.sequence: list[OpCost] = []
+        from torch.utils.flop_counter import flop_registry  # imports triton: after the interpreter is chosen
+
+        aten = torch.ops.aten
+        self._flops = {**flop_registry, aten.addmm_: flop_registry[aten.addmm],
+                       aten.baddbmm_: flop_registry[aten.baddbmm]}
+
+    def op(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: object) -> None:
+        """Count one dispatched op with its outputs `out`."""
+        name = func._schema.name.partition("::")[2]
+        if func.is_view or name in NO_KERNEL or func.namespace == "profiler":
+            return
+        unread = UNREAD.get(name, ())
+        inputs = _tensors(([a for i, a in enumerate(args) if i not in unread],
+                           {k: v for k, v in kwargs.items() if k != "out"}))
+        outputs = _tensors(out)
+        if not inputs and not outputs:
+            return
+        formula = self._flops.get(func._overloadpacket)
+        flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
+        read = 0 if name in WRITE_ONLY else sum(map(tensor_bytes, inputs))
+        written = sum(map(tensor_bytes, outputs))
+        kind = MATMUL if flops else SYNC if name in SYNCS else REDUCTION if name in REDUCTIONS else ELEMENTWISE
+        dtype = (inputs or outputs)[0].dtype
+        self._add(OpCost(kind, dtype in _HALF, flops, read + written, name))
+
+    def _add(self, op: OpCost) -> None:
+        self.ops[op] += 1
+        self.sequence.append(op)
+
+    def launch(self, tensors: Sequence[torch.Tensor], kernel: str = "") -> None:
+        """Count one skipped Triton launch of `kernel` with its tensor arguments: it reads each
+        once and writes its largest."""
+        sizes = [tensor_bytes(t) for t in tensors]
+        half = any(t.dtype in _HALF for t in tensors)
+        self._add(OpCost(FUSED, half, 0, sum(sizes) + max(sizes, default=0), kernel))
