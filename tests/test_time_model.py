@@ -160,3 +160,20 @@ def test_the_judged_rows_are_what_this_code_predicts_now():
         assert isinstance(grid, dict), grid
         (row,) = api.predict(**grid)
         assert row.predicted_time_ms == pytest.approx(r["predicted_ms"], rel=1e-5), r
+
+
+def test_on_this_cpu_the_probe_predicts_steps_measured_beside_them(capsys, tmp_path):
+    """`--target cpu` predicts with this machine's own measured rates (`cebench.measure.probe`):
+    a sweep's medians and the predictions of the same points, side by side in the report.
+    Timing on a shared CI machine is noisy: only a factor of 5 either way is held."""
+    grid = {"variant": "dense,chunked", "batch": "4,16", "context": 64, "vocab": 8000, "d_model": 64,
+            "ce_chunk": 128}
+    predicted = api.predict(target="cpu", **grid)
+    measured = api.sweep(device="cpu", repeats=3, out=tmp_path / "cpu.csv", **grid)
+    with capsys.disabled():
+        print("\nvariant  batch  measured ms  predicted ms  ratio")
+        for p, m in zip(predicted, measured, strict=True):
+            assert (p.variant, p.batch) == (m.variant, m.batch) and p.predicted_time_ms is not None
+            print(f"{p.variant:8} {p.batch:5} {m.time_ms_median:12.2f} {p.predicted_time_ms:13.2f} "
+                  f"{p.predicted_time_ms / m.time_ms_median:6.2f}")
+            assert 0.2 < p.predicted_time_ms / m.time_ms_median < 5

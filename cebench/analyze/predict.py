@@ -63,19 +63,24 @@ def predict(config: Config) -> Result:
 
 
 def _time_columns(result: Result, config: Config, time_ms: float | None) -> None:
-    """A predicted row's time columns on a named GPU: `predicted_time_ms` and the non-padding
-    tokens per second it gives, and on its note why it is missing or what limits it (a
-    step under `timemodel.SHORT_MS`, a family whose efficiencies are borrowed)."""
-    if not devices.get(config.device).is_target:
+    """A predicted row's time columns on a named GPU or this CPU (its probe's rates):
+    `predicted_time_ms` and the non-padding tokens per second it gives, and on its note why
+    it is missing or what limits it (a step under `timemodel.SHORT_MS`, a family whose
+    efficiencies are borrowed, compiled kernels)."""
+    if not devices.get(config.device).is_target and config.device != "cpu":
         return
     said = time_reason(config) if time_ms is None else None
     if time_ms is not None:
         result.predicted_time_ms = time_ms
         result.predicted_tokens_per_s = (config.tokens - ignored_count(config)) / time_ms * 1e3
-        target = targets.BY_NAME[config.device]
-        said = "; ".join(filter(None, (timemodel.efficiency(target)[1], f"time under {timemodel.SHORT_MS:g} ms: "
-                                       "mostly launches, which the time model knows least"
-                                       if time_ms < timemodel.SHORT_MS else "")))
+        target = targets.BY_NAME.get(config.device)
+        generated = variants.get(config.variant).compiles or config.compile == Compile.BLOCKS
+        said = "; ".join(filter(None, (
+            timemodel.efficiency(target)[1] if target is not None else "",
+            f"time under {timemodel.SHORT_MS:g} ms: mostly launches, which the time model knows least"
+            if time_ms < timemodel.SHORT_MS else "",
+            "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
+            "compiled rows)" if generated else "")))
     result.note = "; ".join(filter(None, (result.note, said)))
 
 
@@ -90,7 +95,13 @@ def meta_reason(config: Config) -> str | None:
               or training.unsharded_only(config))
     if not reason and config.compile == Compile.BLOCKS:
         reason = compiled.unsupported_reason(kind, config.fsdp)
-    return reason or (compiled.unsupported_reason(kind, config.fsdp, config.chunks) if variant.compiles else None)
+    if not reason and variant.compiles:
+        reason = compiled.unsupported_reason(kind, config.fsdp, config.chunks)
+    card = targets.BY_NAME.get(config.device)
+    if not reason and card is not None and card.vendor != "nvidia" and (variant.compiles or
+                                                                        config.compile == Compile.BLOCKS):
+        reason = f"{card.name}: inductor's code for ROCm is not modelled (its CUDA code is)"
+    return reason
 
 
 def unpredictable(config: Config) -> str | None:

@@ -46,6 +46,7 @@ from torch import nn
 
 from cebench.core import targets
 from cebench.core.patched import patched
+from cebench.measure.costs import INDUCTOR_KERNEL
 from cebench.measure.device_view import cuda_answers, unseen
 
 _KINDS = ("cpu", "cuda")  # the kinds of device whose generated code runs here on meta
@@ -363,12 +364,33 @@ def _on_meta(size: Any, stride: Any, dtype: torch.dtype) -> torch.Tensor:
 
 class _Nothing:
     """A kernel that computes nothing (its buffers are the wrapper's), called as inductor's
-    wrapper calls a C++ kernel (`k(...)`) or a Triton one (`k.run(...)`)."""
+    wrapper calls a C++ kernel (`k(...)`) or a Triton one (`k.run(...)`): it only shows its
+    tensor arguments to whoever counts launches (`counting`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        """Nothing."""
+        """Nothing, but the launch shown (`counting`)."""
+        if _LAUNCHED:
+            _LAUNCHED[-1]([a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)], INDUCTOR_KERNEL)
 
     run = __call__
+
+
+_LAUNCHED: list[Callable[[list[torch.Tensor], str], None]] = []  # who is shown each generated kernel's launch
+
+
+@contextlib.contextmanager
+def counting(launched: Callable[[list[torch.Tensor], str], None] | None) -> Iterator[None]:
+    """Within: each launch of a kernel inductor generated (a no-op on meta) is shown to
+    `launched` with its tensor arguments and `INDUCTOR_KERNEL` (`cebench.measure.costs.Costs.launch`:
+    a kernel that reads and writes its buffers once); nothing where it is None."""
+    if launched is None:
+        yield
+        return
+    _LAUNCHED.append(launched)
+    try:
+        yield
+    finally:
+        _LAUNCHED.pop()
 
 
 _NOTHING = _Nothing()

@@ -15,8 +15,10 @@ that reads a value to the host a sync, any other an elementwise op.
 A skipped Triton launch (Liger-Kernel's loss kernels) is a `FUSED` kernel that reads every
 tensor argument once and writes its largest one (the logits chunk it turns into its
 gradient, in place). Cut Cross-Entropy's kernels hold its matmuls, which no formula here
-counts: such a step's time is not predicted (`Variant.kernel_matmuls`). Collectives (FSDP)
-and inductor's generated kernels are not seen either: their steps are not predicted.
+counts: such a step's time is not predicted (`Variant.kernel_matmuls`). A kernel inductor
+generated (compiled code, run on meta by `cebench.measure.compiled`) is counted as such a
+fused kernel too, its buffers read or written once; the matmuls it leaves to cuBLAS are
+ATen ops. Collectives (FSDP) are not seen: such steps are not predicted.
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ UNREAD: dict[str, tuple[int, ...]] = {"nll_loss_forward": (0,), "nll_loss2d_forw
                                       "nll_loss_backward": (1,), "nll_loss2d_backward": (1,), "copy_": (0,)}
 SYNCS = frozenset({"_local_scalar_dense", "item", "nonzero", "is_nonzero", "equal"})
 _HALF = (torch.bfloat16, torch.float16)
+INDUCTOR_KERNEL = "inductor kernel"  # a kernel inductor generated: each buffer it is given read or written once
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -101,8 +104,10 @@ class Costs:
         self.sequence.append(op)
 
     def launch(self, tensors: Sequence[torch.Tensor], kernel: str = "") -> None:
-        """Count one skipped Triton launch of `kernel` with its tensor arguments: it reads each
-        once and writes its largest."""
+        """Count one skipped launch of `kernel` with its tensor arguments: a peer's Triton
+        kernel reads each once and writes its largest (in place); one inductor generated
+        (`INDUCTOR_KERNEL`) reads or writes each once."""
         sizes = [tensor_bytes(t) for t in tensors]
         half = any(t.dtype in _HALF for t in tensors)
-        self._add(OpCost(FUSED, half, 0, sum(sizes) + max(sizes, default=0), kernel))
+        written = 0 if kernel == INDUCTOR_KERNEL else max(sizes, default=0)
+        self._add(OpCost(FUSED, half, 0, sum(sizes) + written, kernel))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar, cast, overload
 
@@ -28,7 +28,7 @@ from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure import compiled, compiled_helpers, data_reads, kernel_dtypes, sharded, triton_launches
+from cebench.measure import compiled, compiled_helpers, data_reads, kernel_dtypes, probe, sharded, triton_launches
 from cebench.measure.costs import Costs
 from cebench.measure.device_view import seen_as
 from cebench.measure.op_cache import OpCache
@@ -128,8 +128,8 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     followed = sharded.follow(tracker) if mesh is not None else contextlib.nullcontext()
     peers = _peers_run(config, answers, mesh is not None, launched)
     kernels = kernel_dtypes.as_on(target, config.torch_dtype)
-    with user_code(config.variant, "variant"), rng, peers as skipped, kernels, tracker, followed, \
-            warnings.catch_warnings(record=True) as caught:
+    with user_code(config.variant, "variant"), rng, peers as skipped, kernels, compiled.counting(launched), tracker, \
+            followed, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
     tracker.skipped, tracker.said = skipped.note(), said(caught)
@@ -342,17 +342,18 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None, timed: 
 
 def time_reason(config: Config) -> str | None:
     """Why `config`'s step time cannot be predicted (None: it can, `step_time`): its target is
-    no named GPU with a time model, or its step runs kernels the model does not see."""
+    neither a named GPU with a time model nor this CPU, or its step runs kernels the model
+    does not see."""
     target = targets_mod.BY_NAME.get(config.device)
-    if target is None:
-        return "time is predicted for a named GPU target only (cebench targets)"
+    if target is None and config.device != "cpu":
+        return "time is predicted for a named GPU target or this CPU only (cebench targets)"
     variant = variants.REGISTRY.get(config.variant)
     if variant is not None and variant.kernel_matmuls:
         return "time not predicted: its matmuls run inside its Triton kernels, which the time model does not count"
-    if variant is not None and variant.compiles or config.compile == Compile.BLOCKS:
-        return "time not predicted: inductor's generated kernels are not in the time model yet"
     if config.fsdp > 1:
         return "time not predicted: FSDP's collectives are not in the time model yet"
+    if target is None:  # this CPU: its probe's rates
+        return None
     constants, why = timemodel.efficiency(target)
     return why if constants is None else None
 
@@ -362,7 +363,18 @@ def step_time(config: Config, costs: Costs | None) -> float | None:
     counted, or `time_reason` says it cannot be predicted)."""
     if costs is None or time_reason(config) is not None:
         return None
-    return timemodel.step_ms(costs.ops, targets_mod.BY_NAME[config.device])
+    return time_of(costs.ops, config.device)
+
+
+def time_of(ops: Mapping[timemodel.OpCost, int], device: str) -> float | None:
+    """The time (ms) of a step that ran `ops` on `device`: a named GPU with its family's
+    efficiencies, or this CPU with its probe's rates (`cebench.measure.probe`); None on any
+    other device."""
+    if device == "cpu":
+        measured = probe.probe()
+        return timemodel.step_ms(ops, measured.target(), measured.efficiency())
+    card = targets_mod.BY_NAME.get(device)
+    return None if card is None else timemodel.step_ms(ops, card)
 
 
 def workspace_bytes(config: Config, tracker: StorageTracker) -> int:

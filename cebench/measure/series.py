@@ -43,13 +43,12 @@ from typing import TypeVar
 import torch
 
 from cebench.core import devices
-from cebench.core import targets as targets_mod
 from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
-from cebench.core.timemodel import OpCost, step_ms
+from cebench.core.timemodel import OpCost
 from cebench.losses import variants
 from cebench.measure.costs import Costs
-from cebench.measure.meta import counted, flop_counter, note, predict_peak, time_reason, trace
+from cebench.measure.meta import counted, flop_counter, note, predict_peak, time_of, time_reason, trace
 from cebench.measure.tracker import StorageTracker, charge
 from cebench.models import training as training_mod
 from cebench.models.model import resolve_model
@@ -350,8 +349,7 @@ class Series:
         base = self._before.charged(k, target.block_bytes) + target.workspace_bytes * len(s0.blas)
         state = self._affine([s.state for s in self._samples], k)
         flops = self._affine([s.flops for s in self._samples], k)
-        card = targets_mod.BY_NAME.get(self._device)
-        time_ms = None if self._ops is None or card is None else step_ms(self._ops.ops(k), card)
+        time_ms = None if self._ops is None else time_of(self._ops.ops(k), self._device)
         return MemoryReading(base, base + self.peak_delta(value), PREDICTED, state, note=note(s0.skipped, s0.said),
                              time_ms=time_ms), flops
 

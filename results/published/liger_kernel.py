@@ -38,6 +38,7 @@ GPUS = {"NVIDIA A100-SXM4-80GB": "a100-80gb", "NVIDIA A100 80GB PCIe": "a100-80g
         "NVIDIA B200": "b200", "AMD Instinct MI300X": "mi300x"}
 PLAIN = ("huggingface", "torch")  # plain PyTorch: the provider's name before and after the 2026 refactor
 LIGER = ("liger", "liger_triton")  # Liger's Triton kernels, likewise
+COMPILED = ("torchcompile",)  # `torch.compile(nn.CrossEntropyLoss())`: cebench's dense-compiled
 # Harnesses whose `full` mode resets the input's `.grad` before every call (the FLCE weight's still accumulates) and
 # backpropagates a random upstream gradient, not 1.0: Liger's backward then scales its gradients in extra passes.
 REFACTORED = ("liger-2026-05",)
@@ -48,9 +49,9 @@ def point_of(row: dict[str, str]) -> dict[str, object] | str:
     Its `full` mode is the loss and its backward with `.grad` accumulating (`grads="keep"`;
     where the harness resets the input's gradient, the cross-entropy of given logits has
     none to accumulate: `grads="none"`); `cross_entropy` is the logits workload,
-    `fused_linear_cross_entropy` the loss workload. Not modelled: the `forward`, `backward`
-    and `no-grad-forward` modes (cebench times forward and backward), compiled providers,
-    Liger's fp32-accumulating and CuTe/cuTile kernels, Liger's rows of the 2026 harness (its
+    `fused_linear_cross_entropy` the loss workload; the compiled provider is `dense-compiled`.
+    Not modelled: the `forward`, `backward` and `no-grad-forward` modes (cebench times
+    forward and backward), Liger's fp32-accumulating and CuTe/cuTile kernels, Liger's rows of the 2026 harness (its
     random upstream gradient makes Liger's backward scale the gradients in passes a step
     that backpropagates 1.0 skips), a GPU no target describes."""
     if row["mode"] != "full":
@@ -58,7 +59,7 @@ def point_of(row: dict[str, str]) -> dict[str, object] | str:
     target = GPUS.get(row["gpu"])
     if target is None:
         return f"{row['gpu']}: no named target"
-    if row["provider"] not in PLAIN + LIGER:
+    if row["provider"] not in PLAIN + LIGER + COMPILED:
         return f"provider {row['provider']}: not modelled"
     if row["provider"] in LIGER and row["harness"] in REFACTORED:
         return f"harness {row['harness']}: Liger's backward scales by a random upstream gradient, not modelled"
@@ -66,9 +67,12 @@ def point_of(row: dict[str, str]) -> dict[str, object] | str:
     common = {"target": target, "batch": n, "context": 1, "grads": "keep", "dtype": row["dtype"]}
     if row["kernel"] == "cross_entropy":
         grads = "none" if row["harness"] in REFACTORED else "keep"
-        variant = "dense" if row["provider"] in PLAIN else "liger-kernel"
+        variant = ("dense" if row["provider"] in PLAIN else "liger-kernel" if row["provider"] in LIGER
+                   else "dense-compiled")
         return {**common, "grads": grads, "workload": "logits", "variant": variant, "vocab": v}
     if row["kernel"] == "fused_linear_cross_entropy":
+        if row["provider"] in COMPILED:
+            return "a compiled fused-linear provider: not modelled"
         variant = f"{HERE}:flce_huggingface" if row["provider"] in PLAIN else "liger-kernel"
         return {**common, "variant": variant, "vocab": v, "d_model": d}
     return f"kernel {row['kernel']}: not modelled"
