@@ -90,8 +90,8 @@ def test_a_predicted_row_carries_the_time_of_its_traced_ops_and_its_tokens_per_s
     assert row.predicted_time_ms == pytest.approx(expected, rel=1e-12)
     assert row.predicted_tokens_per_s == pytest.approx(8 * 128 * 0.75 / expected * 1e3)
     assert "time under 1 ms" in row.note  # a step this short is mostly launches: the row says so
-    (on_cpu,) = api.predict(target="cpu", **grid)
-    assert on_cpu.predicted_time_ms is None and on_cpu.predicted_tokens_per_s is None
+    (generic,) = api.predict(target="cuda", **grid)  # no card's figures: no time
+    assert generic.predicted_time_ms is None and generic.predicted_tokens_per_s is None
 
 
 @pytest.mark.parametrize(("grid", "why"), [
@@ -177,3 +177,22 @@ def test_on_this_cpu_the_probe_predicts_steps_measured_beside_them(capsys, tmp_p
             print(f"{p.variant:8} {p.batch:5} {m.time_ms_median:12.2f} {p.predicted_time_ms:13.2f} "
                   f"{p.predicted_time_ms / m.time_ms_median:6.2f}")
             assert 0.2 < p.predicted_time_ms / m.time_ms_median < 5
+
+
+def test_fsdp_collectives_cross_the_link_beside_the_computation():
+    """Each all-gather sends the gathered tensor less this rank's shard, each reduce-scatter its
+    input less its output, at the card's link rate; the step takes the longer of that and
+    the rest (FSDP overlaps them)."""
+    config = point(variant="dense", model="llama-3.2-1b", batch=1, context=64, fsdp=4, dtype="bf16")
+    costs = traced(config)
+    collectives = [op for op in costs.sequence if op.kind == timemodel.COLLECTIVE]
+    names = {op.op for op in collectives}
+    assert {"_allgather_base_", "_reduce_scatter_base_"} <= names
+    root = (128256 * 2048 + 2048) * 2  # the root's parameters (the tied embedding, the final norm), bf16
+    assert max(op.nbytes for op in collectives) == root * 3 // 4  # each rank sends its 3/4 of them when gathered
+    constants = timemodel.FAMILIES["hopper"]
+    talk = sum(constants.seconds(op, H100) for op in collectives)
+    work = sum(constants.seconds(op, H100) for op in costs.sequence if op.kind != timemodel.COLLECTIVE)
+    assert meta.step_time(config, costs) == pytest.approx(max(work, talk) * 1e3, rel=1e-12)
+    assert api.predict(target="h100-80gb", variant="dense", model="llama-3.2-1b", batch=1, context=64, fsdp=4,
+                       dtype="bf16")[0].predicted_time_ms == pytest.approx(meta.step_time(config, costs), rel=1e-9)

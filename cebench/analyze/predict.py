@@ -80,7 +80,9 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
             f"time under {timemodel.SHORT_MS:g} ms: mostly launches, which the time model knows least"
             if time_ms < timemodel.SHORT_MS else "",
             "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
-            "compiled rows)" if generated else "")))
+            "compiled rows)" if generated else "",
+            "time: FSDP's collectives at the link's datasheet rate (not calibrated), overlapped with the rest"
+            if config.fsdp > 1 else "")))
     result.note = "; ".join(filter(None, (result.note, said)))
 
 

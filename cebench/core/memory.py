@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class MemoryReading:
     state_bytes: int | None = None
     note: str = ""
     net_bytes: int | None = None
-    time_ms: float | None = None
+    time_ms: float | None = field(default=None, compare=False)  # a time beside the bytes: readings equal by bytes
 
     @property
     def peak_delta_bytes(self) -> int:

@@ -27,6 +27,9 @@ Figures and where they come from:
   same datasheets (FLOP/s).
 - `hbm_bytes_per_s`: the memory bandwidth of the datasheet (bytes/s): what every op that
   is not a matmul is bound by in the time model (`cebench.core.timemodel`).
+- `link_bytes_per_s`: one direction of the card's link to its peers (bytes/s): NVLink where the
+  card has it (its datasheet's total, halved), else PCIe x16 (Infinity Fabric on the MI300X):
+  what FSDP's all-gathers and reduce-scatters cross in the time model, at its full rate.
 - `arch`: the GPU family whose time-model efficiencies apply (`timemodel.FAMILIES`).
 - `vendor`: 'nvidia', or 'amd' (ROCm: torch's CUDA API over HIP; inductor's ROCm code is not
   modelled, so compiled steps are not predicted for it).
@@ -44,7 +47,7 @@ CUBLAS_SM90_WORKSPACE = 4096 * 8 * 1024  # 33,554,432 B: 32 MiB on Hopper (and B
 class Target:
     """One GPU model. `names`: substrings of `torch.cuda.get_device_name()` that identify it
     (lower case); `capability`: its compute capability; `capacity_bytes`, `workspace_bytes`
-    (bytes), `bf16_flops`, `fp32_flops` (FLOP/s), `hbm_bytes_per_s` (bytes/s), `sm_count`,
+    (bytes), `bf16_flops`, `fp32_flops` (FLOP/s), `hbm_bytes_per_s`, `link_bytes_per_s` (bytes/s), `sm_count`,
     `arch` and `vendor` as the module's docstring says; `sources`: where each figure comes from."""
 
     name: str
@@ -59,6 +62,7 @@ class Target:
     fp32_flops: float
     hbm_bytes_per_s: float
     arch: str
+    link_bytes_per_s: float
     vendor: str = "nvidia"
 
 
@@ -67,58 +71,69 @@ TARGETS: tuple[Target, ...] = (
     Target("a100-40gb", "NVIDIA A100 40GB (SXM4)", (8, 0), ("a100-sxm4-40gb", "a100-pcie-40gb", "a100 40gb"),
            42_298_834_944, CUBLAS_DEFAULT_WORKSPACE, 312e12,
            "memory: deviceQuery 'NVIDIA A100-SXM4-40GB', 40339 MBytes (42298834944 bytes), in "
-           f"github.com/bottlerocket-os/bottlerocket/pull/3873; {DATASHEET_AMPERE}, 1,555 GB/s HBM2",
-           sm_count=108, fp32_flops=19.5e12, hbm_bytes_per_s=1555e9, arch="ampere"),
+           f"github.com/bottlerocket-os/bottlerocket/pull/3873; {DATASHEET_AMPERE}, 1,555 GB/s HBM2"
+           "; link: NVLink 3 600 GB/s both ways",
+           sm_count=108, fp32_flops=19.5e12, hbm_bytes_per_s=1555e9, arch="ampere", link_bytes_per_s=300e9),
     # before a100-80gb: `match` takes the first target whose names the GPU's name contains
     Target("a100-80gb-pcie", "NVIDIA A100 80GB PCIe", (8, 0), ("a100 80gb pcie",),
            81_920 * MIB, CUBLAS_DEFAULT_WORKSPACE, 312e12,
-           f"memory: as a100-80gb; {DATASHEET_AMPERE}, 1,935 GB/s HBM2e (the SXM4 card: 2,039)",
-           sm_count=108, fp32_flops=19.5e12, hbm_bytes_per_s=1935e9, arch="ampere"),
+           f"memory: as a100-80gb; {DATASHEET_AMPERE}, 1,935 GB/s HBM2e (the SXM4 card: 2,039)"
+           "; link: PCIe Gen4 x16 64 GB/s both ways",
+           sm_count=108, fp32_flops=19.5e12, hbm_bytes_per_s=1935e9, arch="ampere", link_bytes_per_s=32e9),
     Target("a100-80gb", "NVIDIA A100 80GB (SXM4)", (8, 0), ("a100-sxm4-80gb", "a100 80gb"),
            81_920 * MIB, CUBLAS_DEFAULT_WORKSPACE, 312e12,
            "memory: nvidia-smi memory.total 81920 MiB (github.com/modal-labs/modal-client/pull/2797); no public "
            f"torch print found, and torch reports somewhat less than nvidia-smi (about 0.6 % on H100); "
-           f"{DATASHEET_AMPERE}, 2,039 GB/s HBM2e", sm_count=108, fp32_flops=19.5e12, hbm_bytes_per_s=2039e9,
-           arch="ampere"),
+           f"{DATASHEET_AMPERE}, 2,039 GB/s HBM2e"
+           "; link: NVLink 3 600 GB/s both ways", sm_count=108, fp32_flops=19.5e12, hbm_bytes_per_s=2039e9,
+           arch="ampere", link_bytes_per_s=300e9),
     Target("h100-80gb", "NVIDIA H100 80GB HBM3 (SXM5)", (9, 0), ("h100 80gb hbm3",),
            85_017_755_648, CUBLAS_SM90_WORKSPACE, 989.4e12,
            "memory: deviceQuery 'NVIDIA H100 80GB HBM3', 81079 MBytes (85017755648 bytes), driver 13.0 (torch "
            "prints total_memory=81082MB to 81090MB on other drivers); NVIDIA H100 datasheet (SXM): BF16 tensor "
-           "1,979 TFLOPS with sparsity, 989.4 dense, FP32 67 TFLOPS, 3.35 TB/s HBM3", sm_count=132,
-           fp32_flops=67e12, hbm_bytes_per_s=3.35e12, arch="hopper"),
+           "1,979 TFLOPS with sparsity, 989.4 dense, FP32 67 TFLOPS, 3.35 TB/s HBM3"
+           "; link: NVLink 4 900 GB/s both ways", sm_count=132,
+           fp32_flops=67e12, hbm_bytes_per_s=3.35e12, arch="hopper", link_bytes_per_s=450e9),
     Target("h100-nvl", "NVIDIA H100 NVL (94 GB)", (9, 0), ("h100 nvl",),
            99_961_274_368, CUBLAS_SM90_WORKSPACE, 835.5e12,
            "memory: 99961274368 bytes of dedicated memory reported for 'NVIDIA H100 NVL' "
            "(github.com/fastfetch-cli/fastfetch/issues/1658; torch may report a few MiB less); NVIDIA H100 "
-           "datasheet (NVL): BF16 tensor 1,671 TFLOPS with sparsity, 835.5 dense, FP32 60 TFLOPS, 3.9 TB/s HBM3",
-           sm_count=132, fp32_flops=60e12, hbm_bytes_per_s=3.9e12, arch="hopper"),
+           "datasheet (NVL): BF16 tensor 1,671 TFLOPS with sparsity, 835.5 dense, FP32 60 TFLOPS, 3.9 TB/s HBM3"
+           "; link: PCIe Gen5 x16 128 GB/s (its NVLink bridge joins pairs only) both ways",
+           sm_count=132, fp32_flops=60e12, hbm_bytes_per_s=3.9e12, arch="hopper", link_bytes_per_s=64e9),
     Target("h200", "NVIDIA H200 (SXM, 141 GB)", (9, 0), ("h200",),
            143_156 * MIB, CUBLAS_SM90_WORKSPACE, 989.4e12,
            "memory: torch print total_memory=143156MB (vLLM docs); NVIDIA H200 datasheet: BF16 tensor 1,979 "
-           "TFLOPS with sparsity, 989.4 dense, FP32 67 TFLOPS, 4.8 TB/s HBM3e", sm_count=132, fp32_flops=67e12,
-           hbm_bytes_per_s=4.8e12, arch="hopper"),
+           "TFLOPS with sparsity, 989.4 dense, FP32 67 TFLOPS, 4.8 TB/s HBM3e"
+           "; link: NVLink 4 900 GB/s both ways", sm_count=132, fp32_flops=67e12,
+           hbm_bytes_per_s=4.8e12, arch="hopper", link_bytes_per_s=450e9),
     Target("b200", "NVIDIA B200", (10, 0), ("b200",),
            182_631 * MIB, CUBLAS_SM90_WORKSPACE, 2.25e15,
            "memory: torch print total_memory=182631MB (182642MB on another driver); workspace: 32 MiB for "
            "capability 10.x in torch releases that know Blackwell; NVIDIA DGX B200 datasheet: FP16/BF16 4.5 "
-           "PFLOPS per GPU with sparsity, 2.25 dense; HGX B200: FP32 600 TFLOPS for 8 GPUs, 8 TB/s HBM3e per GPU",
-           sm_count=148, fp32_flops=75e12, hbm_bytes_per_s=8e12, arch="blackwell"),
+           "PFLOPS per GPU with sparsity, 2.25 dense; HGX B200: FP32 600 TFLOPS for 8 GPUs, 8 TB/s HBM3e per GPU"
+           "; link: NVLink 5 1.8 TB/s both ways",
+           sm_count=148, fp32_flops=75e12, hbm_bytes_per_s=8e12, arch="blackwell", link_bytes_per_s=900e9),
     Target("l40s", "NVIDIA L40S", (8, 9), ("l40s",),
            45_589 * MIB, CUBLAS_DEFAULT_WORKSPACE, 362.05e12,
            "memory: torch print total_memory=45589MB; NVIDIA L40S datasheet: BF16 tensor 733 TFLOPS with "
-           "sparsity, 362.05 dense, FP32 91.6 TFLOPS, 864 GB/s GDDR6", sm_count=142, fp32_flops=91.6e12,
-           hbm_bytes_per_s=864e9, arch="ada"),
+           "sparsity, 362.05 dense, FP32 91.6 TFLOPS, 864 GB/s GDDR6"
+           "; link: PCIe Gen4 x16 64 GB/s both ways", sm_count=142, fp32_flops=91.6e12,
+           hbm_bytes_per_s=864e9, arch="ada", link_bytes_per_s=32e9),
     Target("rtx-4090", "NVIDIA GeForce RTX 4090", (8, 9), ("rtx 4090",),
            24_563 * MIB, CUBLAS_DEFAULT_WORKSPACE, 165.2e12,
            "memory: torch print total_memory=24563MB; NVIDIA Ada whitepaper: BF16 tensor with FP32 accumulate "
-           "165.2 TFLOPS dense (330.3 with sparsity), FP32 82.6 TFLOPS, 1,008 GB/s GDDR6X", sm_count=128,
-           fp32_flops=82.6e12, hbm_bytes_per_s=1008e9, arch="ada"),
+           "165.2 TFLOPS dense (330.3 with sparsity), FP32 82.6 TFLOPS, 1,008 GB/s GDDR6X"
+           "; link: PCIe Gen4 x16 64 GB/s both ways", sm_count=128,
+           fp32_flops=82.6e12, hbm_bytes_per_s=1008e9, arch="ada", link_bytes_per_s=32e9),
     Target("mi300x", "AMD Instinct MI300X", (9, 4), ("mi300x",),
            205_822_885_888, 0, 1307.4e12,
            "memory: totalGlobalMem 205822885888 bytes (rocm-smi and hipDeviceProp prints); workspace: none in the "
            "caching allocator, as Liger-Kernel's published MI300X memory rows (ROCm, 2024-10) show; AMD MI300X "
-           "datasheet: BF16 1,307.4 TFLOPS dense, FP32 163.4 TFLOPS, 5.3 TB/s HBM3, 304 compute units",
-           sm_count=304, fp32_flops=163.4e12, hbm_bytes_per_s=5.3e12, arch="cdna3", vendor="amd"),
+           "datasheet: BF16 1,307.4 TFLOPS dense, FP32 163.4 TFLOPS, 5.3 TB/s HBM3, 304 compute units"
+           "; link: 7 Infinity Fabric links, 896 GB/s both ways",
+           sm_count=304, fp32_flops=163.4e12, hbm_bytes_per_s=5.3e12, arch="cdna3", link_bytes_per_s=448e9,
+           vendor="amd"),
 )
 BY_NAME: dict[str, Target] = {t.name: t for t in TARGETS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)

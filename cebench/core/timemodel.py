@@ -8,11 +8,15 @@ it moves, from `cebench.measure.costs`) takes
 seconds on a named GPU (`cebench.core.targets`: `peak` is its dense BF16 rate for half
 precision, its FP32 rate otherwise; `bandwidth` its memory's), where `e_class` is the
 efficiency of the op's class (elementwise, reduction, fused Triton loss kernel) and `launch`
-the fixed cost of one kernel. These efficiencies are the model's only fitted constants, one
-set per GPU family (`FAMILIES`), calibrated by `results/calibrate_time.py` on Liger-Kernel's
-2024 timing rows alone (`results/published/liger_kernel_speed_rows_2024.csv`) and judged on
-published rows they never saw. A family without rows borrows another's (`BORROWED`), and its
-rows say so.
+the fixed cost of one kernel. A collective (FSDP's all-gathers and reduce-scatters) takes
+launch + the bytes each rank sends / the card's link bandwidth (`Target.link_bytes_per_s`,
+its datasheet's rate: no published row calibrates it), and runs beside the computation, as
+FSDP overlaps them: a step takes the longer of its collectives and everything else.
+
+The efficiencies are the model's only fitted constants, one set per GPU family (`FAMILIES`),
+calibrated by `results/calibrate_time.py` on Liger-Kernel's 2024 timing rows alone
+(`results/published/liger_kernel_speed_rows_2024.csv`) and judged on published rows they
+never saw. A family without rows borrows another's (`BORROWED`), and its rows say so.
 
 A leaf module: no torch, nothing from cebench but the targets.
 """
@@ -24,7 +28,8 @@ from dataclasses import dataclass
 from cebench.core.targets import Target
 
 MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC = "matmul", "elementwise", "reduction", "fused", "sync"
-CLASSES: tuple[str, ...] = (MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC)
+COLLECTIVE = "collective"
+CLASSES: tuple[str, ...] = (MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC, COLLECTIVE)
 SHORT_MS = 1.0  # below this a step is mostly fixed costs: launches and syncs, which the model knows least
 
 
@@ -63,6 +68,8 @@ class Efficiency:
         launch = self.launch_us * 1e-6
         if op.kind == SYNC:
             return launch
+        if op.kind == COLLECTIVE:
+            return launch + op.nbytes / target.link_bytes_per_s
         share = {MATMUL: self.matmul_memory, ELEMENTWISE: self.elementwise, REDUCTION: self.reduction,
                  FUSED: self.fused}[op.kind]
         memory = op.nbytes / (target.hbm_bytes_per_s * share)
@@ -102,8 +109,11 @@ def efficiency(target: Target) -> tuple[Efficiency | None, str]:
 
 def step_ms(ops: Mapping[OpCost, int], target: Target, constants: Efficiency | None = None) -> float | None:
     """The predicted time of a step that ran `ops` (each → how many times), in ms, on
-    `target`, with `constants` (default: its family's, `efficiency`); None without any."""
+    `target`, with `constants` (default: its family's, `efficiency`); None without any.
+    Collectives overlap the rest: the longer of the two."""
     constants = constants or efficiency(target)[0]
     if constants is None:
         return None
-    return sum(n * constants.seconds(op, target) for op, n in ops.items()) * 1e3
+    work = sum(n * constants.seconds(op, target) for op, n in ops.items() if op.kind != COLLECTIVE)
+    talk = sum(n * constants.seconds(op, target) for op, n in ops.items() if op.kind == COLLECTIVE)
+    return max(work, talk) * 1e3

@@ -18,7 +18,8 @@ gradient, in place). Cut Cross-Entropy's kernels hold its matmuls, which no form
 counts: such a step's time is not predicted (`Variant.kernel_matmuls`). A kernel inductor
 generated (compiled code, run on meta by `cebench.measure.compiled`) is counted as such a
 fused kernel too, its buffers read or written once; the matmuls it leaves to cuBLAS are
-ATen ops. Collectives (FSDP) are not seen: such steps are not predicted.
+ATen ops. A collective (`c10d`: FSDP's all-gathers and reduce-scatters, on a fake process
+group) sends what a ring sends from one rank (`_sent`).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 import torch
 from torch.utils._pytree import tree_flatten
 
-from cebench.core.timemodel import ELEMENTWISE, FUSED, MATMUL, REDUCTION, SYNC, OpCost
+from cebench.core.timemodel import COLLECTIVE, ELEMENTWISE, FUSED, MATMUL, REDUCTION, SYNC, OpCost
 
 # Ops that allocate or re-describe a tensor without running a kernel on its data.
 NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "_unsafe_view",
@@ -63,6 +64,18 @@ def tensor_bytes(t: torch.Tensor) -> int:
     return n * t.element_size() if t.numel() else 0
 
 
+def _sent(name: str, tensors: list[torch.Tensor]) -> int:
+    """The bytes one rank sends in collective `name` over its tensors (a ring): an all-gather
+    or a reduce-scatter moves the whole less its own shard (the larger tensor less the
+    smaller); an all-reduce, twice its tensors; a barrier, nothing."""
+    sizes = sorted(map(tensor_bytes, tensors))
+    if not sizes:
+        return 0
+    if "allreduce" in name:
+        return 2 * sum(sizes)
+    return sizes[-1] - sizes[0] if len(sizes) > 1 else sizes[0]
+
+
 def _tensors(tree: object) -> list[torch.Tensor]:
     return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
 
@@ -83,7 +96,7 @@ class Costs:
     def op(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: object) -> None:
         """Count one dispatched op with its outputs `out`."""
         name = func._schema.name.partition("::")[2]
-        if func.is_view or name in NO_KERNEL or func.namespace == "profiler":
+        if func.is_view or name in NO_KERNEL or func.namespace in ("profiler", "prim"):  # prim::device: a query
             return
         unread = UNREAD.get(name, ())
         inputs = _tensors(([a for i, a in enumerate(args) if i not in unread],
@@ -95,8 +108,11 @@ class Costs:
         flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
         read = 0 if name in WRITE_ONLY else sum(map(tensor_bytes, inputs))
         written = sum(map(tensor_bytes, outputs))
-        kind = MATMUL if flops else SYNC if name in SYNCS else REDUCTION if name in REDUCTIONS else ELEMENTWISE
         dtype = (inputs or outputs)[0].dtype
+        if func.namespace == "c10d":
+            self._add(OpCost(COLLECTIVE, dtype in _HALF, 0, _sent(name, inputs), name))
+            return
+        kind = MATMUL if flops else SYNC if name in SYNCS else REDUCTION if name in REDUCTIONS else ELEMENTWISE
         self._add(OpCost(kind, dtype in _HALF, flops, read + written, name))
 
     def _add(self, op: OpCost) -> None:

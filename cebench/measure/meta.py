@@ -350,8 +350,6 @@ def time_reason(config: Config) -> str | None:
     variant = variants.REGISTRY.get(config.variant)
     if variant is not None and variant.kernel_matmuls:
         return "time not predicted: its matmuls run inside its Triton kernels, which the time model does not count"
-    if config.fsdp > 1:
-        return "time not predicted: FSDP's collectives are not in the time model yet"
     if target is None:  # this CPU: its probe's rates
         return None
     constants, why = timemodel.efficiency(target)

@@ -41,10 +41,11 @@ class Probe:
     op_us: float
 
     def target(self) -> Target:
-        """This CPU as a time-model target (its capacity and workspace 0: memory is not its job)."""
+        """This CPU as a time-model target (its capacity and workspace 0: memory is not its job;
+        its ranks' collectives cross its memory, at the copy's bandwidth)."""
         return Target("cpu", self.cpu, (0, 0), (), 0, 0, self.bf16_flops,
                       f"measured here by cebench's probe ({self.threads} threads, torch {self.torch})", 0,
-                      self.fp32_flops, self.bytes_per_s, "cpu")
+                      self.fp32_flops, self.bytes_per_s, "cpu", link_bytes_per_s=self.bytes_per_s)
 
     def efficiency(self) -> Efficiency:
         """The rates are what this machine reaches: every efficiency 1, launches its op cost."""
