@@ -62,7 +62,7 @@ FIGURES = (
 # regenerates them, `tests/test_docs.py` does not run them again.
 SLOW = frozenset({"default-sweep", "limits-batch8", "verify-parity"})
 # Scripts that regenerate generated tables of the READMEs (results/blocks.py splices them).
-SCRIPTS = ("results/model_findings.py", "results/findings.py")
+SCRIPTS = ("results/model_findings.py", "results/findings.py", "results/judge_time.py --summary --readme")
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def main(argv_: list[str]) -> int:
                     shutil.copyfile(Path(tmp) / name, ROOT / where)
         for script in SCRIPTS:
             print(f"table: {script}", file=sys.stderr)
-            subprocess.run([sys.executable, script], cwd=ROOT, check=True)
+            subprocess.run([sys.executable, *shlex.split(script)], cwd=ROOT, check=True)
     return 0
 
 

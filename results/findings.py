@@ -85,6 +85,7 @@ IN_SUITE = (
     "cebench verify --variant dense,chunked --ignore-frac 0.25",
     "cebench predict --target cuda --variant dense --batch 8192 --context 1 --vocab 256000 --d-model 2304 "
     "--dtype bf16 --softcap 0,30 --unit MiB",
+    "python results/judge_time.py --summary",
 )
 
 
@@ -147,11 +148,13 @@ def environment() -> dict[str, str]:
 
 def run(command: str) -> tuple[str, float]:
     """What `command` prints (stdout and stderr) and its wall time in seconds, from the repository
-    root: `cebench ARGS` as `python -m cebench ARGS`, anything else through the shell. The files
-    it leaves under results/ (a sweep's CSV, explain's figure) are removed."""
+    root: `cebench ARGS` as `python -m cebench ARGS`, `python ARGS` with this Python, anything else
+    through the shell. The files it leaves under results/ (a sweep's CSV, explain's figure) are
+    removed."""
     before = set((ROOT / "results").iterdir())
     words = shlex.split(command)
-    argv = [sys.executable, "-m", "cebench", *words[1:]] if words[0] == "cebench" else ["sh", "-c", command]
+    argv = ([sys.executable, "-m", "cebench", *words[1:]] if words[0] == "cebench" else [sys.executable, *words[1:]]
+            if words[0] == "python" else ["sh", "-c", command])
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=3600)
     seconds = time.perf_counter() - start

@@ -1,6 +1,7 @@
 """Judge the time model on published timing rows it was not calibrated on.
 
     .venv/bin/python results/judge_time.py --liger-repo ../Liger-Kernel   # write results/time-judged.csv, figure
+    .venv/bin/python results/judge_time.py --summary                      # the error table of the committed CSV
 
 `--liger-repo` as in `results/calibrate_time.py`: each Liger row traced with the commit that ran it.
 
@@ -56,6 +57,13 @@ def judge(path: Path = ROWS, repo: Path | None = None) -> list[dict[str, object]
                      "error": None if ms is None else ms / float(row["ms_p50"]) - 1,
                      "note": answer.get("note") or answer.get("error")})
     return rows
+
+
+def committed(path: Path = JUDGED) -> list[dict[str, object]]:
+    """The judged rows as `main` wrote them (numbers as numbers)."""
+    with path.open(newline="") as f:
+        return [{**r, "predicted_ms": float(r["predicted_ms"]) if r["predicted_ms"] else None,
+                 "error": float(r["error"]) if r["error"] else None} for r in csv.DictReader(f)]
 
 
 def summary(rows: list[dict[str, object]]) -> dict[str, float]:
@@ -143,7 +151,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--liger-repo", type=Path, help="a git clone of linkedin/Liger-Kernel: trace each Liger row "
                         "with the commit that ran it, not the release named on it")
-    rows = judge(repo=parser.parse_args(argv).liger_repo)
+    parser.add_argument("--summary", action="store_true", help=f"print the error table of the committed "
+                        f"{JUDGED.relative_to(ROOT)} (seconds), predicting nothing")
+    parser.add_argument("--readme", action="store_true", help="also write that table into results/README.md")
+    args = parser.parse_args(argv)
+    if args.summary:
+        print(table(committed()))
+        if args.readme:
+            from blocks import splice
+
+            splice(ROOT / "results" / "README.md", "time-judged", table(committed()))
+        return 0
+    rows = judge(repo=args.liger_repo)
     with JUDGED.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()

@@ -3,7 +3,6 @@ them, predicted rows' time columns, their extrapolation at any size, `fit`'s fas
 and the model judged on the published rows it never saw (`results/time-judged.csv`)."""
 from __future__ import annotations
 
-import csv
 import sys
 from collections import Counter
 from pathlib import Path
@@ -131,10 +130,7 @@ def test_fit_names_the_setting_that_trains_the_most_tokens_per_second():
     assert row.predicted_time_ms == pytest.approx(best.time_ms, rel=1e-12)
 
 
-def judged() -> list[dict[str, object]]:
-    with (ROOT / "results" / "time-judged.csv").open(newline="") as f:
-        return [{**r, "predicted_ms": float(r["predicted_ms"]) if r["predicted_ms"] else None,
-                 "error": float(r["error"]) if r["error"] else None} for r in csv.DictReader(f)]
+judged = judge_time.committed
 
 
 def test_the_published_rows_it_never_saw_are_predicted_within_the_bar():

@@ -248,6 +248,5 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
             break
         a, guess = guess, min(cap, max(1, guess + int((budget - peak(guess)) * (guess - a) // (peak(guess) - peak(a)))))
     batch = largest_fitting(peak, budget, guess, cap)
-    timed = batch and time_reason(config) is None
-    time_ms = series.predicted(replace(config, batch=batch), shared=True)[0].time_ms if timed else None
+    time_ms = series.predicted(replace(config, batch=batch), flops=False, shared=True)[0].time_ms if batch else None
     return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache), time_ms)

@@ -325,15 +325,15 @@ def _model(model: Model, dtype: str, kind: str, optimizer: Optimizer, checkpoint
     return training_mod.make_model(model, torch.device("meta"), torch_dtype(dtype), optimizer, checkpointing, kind)
 
 
-def predict_peak(config: Config, counter: FlopCounterMode | None = None, timed: bool = True) -> MemoryReading:
+def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> MemoryReading:
     """Predicted base and peak bytes of one step of `config` on its target device, from a
-    run on `meta` tensors (`trace`, counting its FLOPs on `counter`, and with `timed`, its
-    ops' costs for its predicted time: `step_time`). The base is what a
+    run on `meta` tensors (`trace`, counting its FLOPs on `counter`, and its ops' costs for
+    its predicted time where there is one: `step_time`). The base is what a
     sweep's measured step starts with: the inputs' storages (and kept gradients), and on a
     named GPU one cuBLAS workspace per thread that ran a matmul (the forward's, the autograd
     engine's), which the sweep's warm-up creates; the peak adds what the step holds at its
     highest point; a model's step, its `state_bytes` too."""
-    costs = Costs() if timed and time_reason(config) is None else None
+    costs = Costs() if time_reason(config) is None else None
     tracker, base, state = trace(config, counter=counter, costs=costs)
     base += workspace_bytes(config, tracker)
     return MemoryReading(base, base + tracker.peak, PREDICTED, state, note=note(tracker.skipped, tracker.said),

@@ -123,7 +123,7 @@ def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sa
     counter costs a model step's trace half as much again), its model with `layers` blocks
     (None: its own), and its target's `block`."""
     counter = flop_counter() if flops else None
-    costs = Costs() if flops and time_reason(config) is None else None
+    costs = Costs() if time_reason(config) is None else None  # the time rides along: cheaper than a second trace
     tracker, _, state = trace(config, EventTracker, counter, layers=layers, costs=costs)
     total = None if counter is None else counted(counter)
     return _Sample(tracker.events, tracker.before, total, frozenset(tracker.blas), tracker.skipped, state,
@@ -519,6 +519,6 @@ def predicted(config: Config, *, flops: bool = True, shared: bool = False) -> tu
     if blocks is not None and by_layers is not None:
         return by_layers.reading(blocks)
     counter = flop_counter() if flops else None
-    reading = predict_peak(config, counter, timed=flops)
+    reading = predict_peak(config, counter)
     return reading, None if counter is None else counted(counter)
 

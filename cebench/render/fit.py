@@ -66,25 +66,23 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
         for i in members:
             f = fits[i]
             batch = f"≥ {f.batch:,} (limit)" if f.at_limit else f"{f.batch:,}" if f.batch else "none fits"
-            cells = [f.config.variant, "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}", batch,
-                     f"{f.tokens:,}", format_bytes(f.peak_bytes, unit),
-                     "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
-                     "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×", str(f.predictions)]
-            if timed:
-                at = 5 + (2 if alone else 0)
-                cells[at:at] = ["–" if f.time_ms is None else format_ms(f.time_ms),
-                                "–" if f.tokens_per_s is None else f"{f.tokens_per_s:,.0f}"
-                                + (f" {FASTEST}" if i == fitted.fastest else "")]
-            if alone:
-                a = alone.get(i)
-                cells[3:3] = ["–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
-                              "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×"]
-            if measured:
-                r = measured.get(i)
-                cells.append("–" if r is None else format_bytes(r.peak_bytes, unit) if r.status == Status.OK
-                             else r.status)
+            a = alone.get(i)
+            r = measured.get(i)
+            cells = {
+                "variant": f.config.variant, "ce_chunk": "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}",
+                "batch": batch, "tokens": f"{f.tokens:,}", "peak_bytes": format_bytes(f.peak_bytes, unit),
+                "of_budget": "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
+                "vs_base": "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×",
+                "predictions": str(f.predictions),
+                "time": "–" if f.time_ms is None else format_ms(f.time_ms),
+                "tokens_per_s": "–" if f.tokens_per_s is None else f"{f.tokens_per_s:,.0f}"
+                                + (f" {FASTEST}" if i == fitted.fastest else ""),
+                "alone": "–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
+                "alone_vs_base": "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×",
+                "measured": "–" if r is None else format_bytes(r.peak_bytes, unit) if r.status == Status.OK
+                else r.status}
             style = "bold green" if i == best and f.batch else ""
-            table.add_row(*(Text(c, style=style) for c in cells))
+            table.add_row(*(Text(cells[c.key], style=style) for c in table.columns))
     return table
 
 

@@ -28,8 +28,8 @@ _MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_byt
 _MODEL = [("step_peak_bytes", "step peak", 0), ("step_vs_base", "step vs base", 1), ("loss_share", "loss share", 1),
           ("loss_time_share", "loss time", 2)]
 # Predicted rows on a named GPU: the time model's step time (`cebench.core.timemodel`), never a measured column.
-_PREDICTED = [("predicted_time_ms", "pred. time", 0), ("predicted_vs_base", "pred. vs base", 2),
-              ("predicted_tokens_per_s", "pred. tokens/s", 3)]
+_PREDICTED = [("predicted_time_ms", "pred. time", 0), ("predicted_vs_base", "pred. vs base", 4),
+              ("predicted_tokens_per_s", "pred. tokens/s", 5)]
 _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "time vs base", 2),
          ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
          ("us_per_row", "time/row", 8), ("compile_s", "compile", 9)]
