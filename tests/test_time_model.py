@@ -192,3 +192,20 @@ def test_fsdp_collectives_cross_the_link_beside_the_computation():
     assert meta.step_time(config, costs) == pytest.approx(max(work, talk) * 1e3, rel=1e-12)
     assert api.predict(target="h100-80gb", variant="dense", model="llama-3.2-1b", batch=1, context=64, fsdp=4,
                        dtype="bf16")[0].predicted_time_ms == pytest.approx(meta.step_time(config, costs), rel=1e-9)
+
+
+def test_the_logits_workload_measures_and_predicts_the_loss_of_given_logits(tmp_path):
+    """`--workload logits`: dense is `F.cross_entropy` of an (N, vocab) input that requires grad
+    (d_model does not apply: 0), measured on this CPU as predicted to the byte; its three
+    fp32 N × vocab buffers (the log-softmax, and the backward's two) beside the input."""
+    grid = {"workload": "logits", "variant": "dense", "batch": "16,40", "context": 3, "vocab": 997}
+    measured = api.sweep(device="cpu", repeats=1, out=tmp_path / "logits.csv", **grid)
+    predicted = api.predict(target="cpu", **grid)
+    for m, p in zip(measured, predicted, strict=True):
+        n = m.tokens
+        assert (m.workload, m.d_model, m.status) == ("logits", 0, "ok")
+        assert m.peak_delta_bytes == p.peak_delta_bytes == 3 * n * 997 * 4 + 8  # and the loss and its seed gradient
+        assert m.base_bytes == p.base_bytes == n * 997 * 4 + n * 8  # the logits and the targets
+        assert m.lower_bound_bytes == n * 997 * 4 + 4
+    with pytest.raises(Exception, match="not a logits variant"):
+        api.predict(target="cpu", workload="logits", variant="chunked", batch=1, context=8, vocab=100)

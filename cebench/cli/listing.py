@@ -31,8 +31,8 @@ def list_variants(
         v = variants.get(name)
         reason = v.unsupported_reason(device)
         head = Text(name, style="bold")
-        head.append(f"  {v.workload} · {'chunked' if v.chunked else 'not chunked'} · runs on {', '.join(v.devices)}"
-                    f" · {v.origin}", style="")
+        head.append(f"  {', '.join(v.workloads)} · {'chunked' if v.chunked else 'not chunked'} · runs on "
+                    f"{', '.join(v.devices)} · {v.origin}", style="")
         out.print(head, highlight=False)
         out.print(Text(f"    {v.summary}"), highlight=False)
         if v.workload == LOSS:  # padding reaches every loss; the other semantics those that take them

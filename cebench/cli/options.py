@@ -79,7 +79,8 @@ LossVariantNames = Annotated[str | None, typer.Option(
                                     "one.")]
 Workload = Annotated[str | None, typer.Option(
     metavar=LIST, help="Workloads, comma-separated: loss (forward + backward of the loss), sample (one no-grad "
-                       "sampling call). Default: loss.")]
+                       "sampling call), logits (the loss of given N × vocab logits + backward, no projection: dense, "
+                       "dense-compiled, liger-kernel). Default: loss.")]
 Temperature = Annotated[float, typer.Option(help="Sampling temperature of the sample workload (> 0).")]
 Wide = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the terminal.")]
 PointTimeout = Annotated[float | None, typer.Option(
