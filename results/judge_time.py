@@ -156,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", action="store_true", help="also write that table into results/README.md")
     args = parser.parse_args(argv)
     if args.summary:
-        print(table(committed()))
+        rows, s = committed(), summary(committed())
+        print(table(rows))
+        print(f"\n{s['rows']} rows of 1 ms or more: median error {s['median']:.1%}, 90th percentile {s['p90']:.1%}, "
+              f"{s['within_2x']:.1%} within a factor of 2; the faster of two providers named rightly in "
+              f"{round(s['ranked'] * s['pairs'])} of {s['pairs']} pairs")
         if args.readme:
             from blocks import splice
 

@@ -65,8 +65,8 @@ def predict(config: Config) -> Result:
 def _time_columns(result: Result, config: Config, time_ms: float | None) -> None:
     """A predicted row's time columns on a named GPU or this CPU (its probe's rates):
     `predicted_time_ms` and the non-padding tokens per second it gives, and on its note why
-    it is missing or what limits it (a step under `timemodel.SHORT_MS`, a family whose
-    efficiencies are borrowed, compiled kernels)."""
+    it is missing or what limits it (on a GPU, a step under `timemodel.SHORT_MS`; a family
+    whose efficiencies are borrowed, compiled kernels)."""
     if not devices.get(config.device).is_target and config.device != "cpu":
         return
     said = time_reason(config) if time_ms is None else None
@@ -78,7 +78,7 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
         said = "; ".join(filter(None, (
             timemodel.efficiency(target)[1] if target is not None else "",
             f"time under {timemodel.SHORT_MS:g} ms: mostly launches, which the time model knows least"
-            if time_ms < timemodel.SHORT_MS else "",
+            if time_ms < timemodel.SHORT_MS and target is not None else "",
             "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
             "compiled rows)" if generated else "",
             "time: FSDP's collectives at the link's datasheet rate (not calibrated), overlapped with the rest"

@@ -42,7 +42,7 @@ def select_variants(variant: str | None, workload: str | None, device: str | Non
     variants named explicitly must belong to the chosen workloads."""
     workloads = parse_names(workload, list(WORKLOADS), "workload") if workload is not None else None
     if variant is None:
-        return tuple(n for w in (workloads or (LOSS,)) for n in variants.defaults(w, device))
+        return tuple(dict.fromkeys(n for w in (workloads or (LOSS,)) for n in variants.defaults(w, device)))
     chosen = tuple(dict.fromkeys(variants.resolve(part).name for part in split(variant, "variant")))
     if workloads is not None:
         stray = [n for n in chosen if not set(variants.get(n).workloads) & set(workloads)]
