@@ -3,6 +3,7 @@ them, predicted rows' time columns, their extrapolation at any size, `fit`'s fas
 and the model judged on the published rows it never saw (`results/time-judged.csv`)."""
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -175,23 +176,30 @@ def test_on_this_cpu_the_probe_predicts_steps_measured_beside_them(capsys, tmp_p
             assert 0.2 < p.predicted_time_ms / m.time_ms_median < 5
 
 
-def test_fsdp_collectives_cross_the_link_beside_the_computation():
+def test_fsdp_collectives_cross_the_link_beside_the_computation(tmp_path):
     """Each all-gather sends the gathered tensor less this rank's shard, each reduce-scatter its
     input less its output, at the card's link rate; the step takes the longer of that and
     the rest (FSDP overlaps them)."""
-    config = point(variant="dense", model="llama-3.2-1b", batch=1, context=64, fsdp=4, dtype="bf16")
+    model = tmp_path / "tiny.json"
+    model.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                                 "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                 "vocab_size": 512, "rms_norm_eps": 1e-6, "tie_word_embeddings": True}))
+    grid = {"variant": "dense", "model": str(model), "batch": 2, "context": 32, "fsdp": 4, "dtype": "bf16"}
+    config = point(**grid)
     costs = traced(config)
     collectives = [op for op in costs.sequence if op.kind == timemodel.COLLECTIVE]
-    names = {op.op for op in collectives}
-    assert {"_allgather_base_", "_reduce_scatter_base_"} <= names
-    root = (128256 * 2048 + 2048) * 2  # the root's parameters (the tied embedding, the final norm), bf16
-    assert max(op.nbytes for op in collectives) == root * 3 // 4  # each rank sends its 3/4 of them when gathered
+    assert {"_allgather_base_", "_reduce_scatter_base_"} <= {op.op for op in collectives}
+    root = (512 * 64 + 64) * 2  # the root's parameters (the tied embedding, the final norm), bf16
+    block = (64 * 64 * 2 + 32 * 64 * 2 + 128 * 64 * 3 + 64 * 2) * 2  # q, o; k, v; gate, up, down; two norms
+    gathered = {op.nbytes for op in collectives if op.op == "_allgather_base_"}
+    assert gathered == {root * 3 // 4, block * 3 // 4}  # each rank sends the 3/4 of them it does not hold
     constants = timemodel.FAMILIES["hopper"]
     talk = sum(constants.seconds(op, H100) for op in collectives)
     work = sum(constants.seconds(op, H100) for op in costs.sequence if op.kind != timemodel.COLLECTIVE)
     assert meta.step_time(config, costs) == pytest.approx(max(work, talk) * 1e3, rel=1e-12)
-    assert api.predict(target="h100-80gb", variant="dense", model="llama-3.2-1b", batch=1, context=64, fsdp=4,
-                       dtype="bf16")[0].predicted_time_ms == pytest.approx(meta.step_time(config, costs), rel=1e-9)
+    (row,) = api.predict(target="h100-80gb", **grid)
+    assert row.predicted_time_ms == pytest.approx(meta.step_time(config, costs), rel=1e-9)
+    assert "FSDP's collectives at the link's datasheet rate" in row.note
 
 
 def test_the_logits_workload_measures_and_predicts_the_loss_of_given_logits(tmp_path):
