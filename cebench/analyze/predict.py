@@ -69,7 +69,8 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
     whose efficiencies are borrowed, compiled kernels)."""
     if not devices.get(config.device).is_target and config.device != "cpu":
         return
-    said = time_reason(config) if time_ms is None else None
+    said = (time_reason(config) or "time not predicted: its ops did not repeat along the batch or the blocks as its "
+            "memory did") if time_ms is None else None
     if time_ms is not None:
         result.predicted_time_ms = time_ms
         result.predicted_tokens_per_s = (config.tokens - ignored_count(config)) / time_ms * 1e3

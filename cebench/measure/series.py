@@ -126,7 +126,9 @@ def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sa
     costs = Costs() if time_reason(config) is None else None  # the time rides along: cheaper than a second trace
     tracker, _, state = trace(config, EventTracker, counter, layers=layers, costs=costs)
     total = None if counter is None else counted(counter)
-    return _Sample(tracker.events, tracker.before, total, frozenset(tracker.blas), tracker.skipped, state,
+    # the events as the step left them: a storage that dies later (a sharded world's model, freed with its world)
+    # would log its release into the tracker's list after the trace
+    return _Sample(list(tracker.events), tracker.before, total, frozenset(tracker.blas), tracker.skipped, state,
                    tracker.said, None if costs is None else tuple(costs.sequence)), tracker.block
 
 
