@@ -62,6 +62,11 @@ def predict(config: Config) -> Result:
     return result
 
 
+def tokens_per_s(config: Config, time_ms: float) -> float:
+    """The non-padding tokens of `config`'s step per second, at a step time of `time_ms`."""
+    return (config.tokens - ignored_count(config)) / time_ms * 1e3
+
+
 def _time_columns(result: Result, config: Config, time_ms: float | None) -> None:
     """A predicted row's time columns on a named GPU or this CPU (its probe's rates):
     `predicted_time_ms` and the non-padding tokens per second it gives, and on its note why
@@ -73,7 +78,7 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
             "memory did") if time_ms is None else None
     if time_ms is not None:
         result.predicted_time_ms = time_ms
-        result.predicted_tokens_per_s = (config.tokens - ignored_count(config)) / time_ms * 1e3
+        result.predicted_tokens_per_s = tokens_per_s(config, time_ms)
         target = targets.BY_NAME.get(config.device)
         generated = variants.get(config.variant).compiles or config.compile == Compile.BLOCKS
         said = "; ".join(filter(None, (
@@ -169,7 +174,7 @@ class Fit:
         """Non-padding tokens per second at the fitted batch (None without a predicted time)."""
         if self.time_ms is None or not self.batch:
             return None
-        return (self.tokens - ignored_count(replace(self.config, batch=self.batch))) / self.time_ms * 1e3
+        return tokens_per_s(replace(self.config, batch=self.batch), self.time_ms)
 
 
 def largest_fitting(peak: Callable[[int], int], budget: int, guess: int, cap: int) -> int:

@@ -23,8 +23,9 @@ group) sends what a ring sends from one rank (`_sent`).
 """
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -76,6 +77,17 @@ def _sent(name: str, tensors: list[torch.Tensor]) -> int:
     return sizes[-1] - sizes[0] if len(sizes) > 1 else sizes[0]
 
 
+@functools.cache
+def _formulas() -> dict[object, Callable[..., int]]:
+    """torch's FLOP formulas by op packet, the in-place `addmm_` and `baddbmm_` as their
+    out-of-place twins (as `meta.flop_counter` counts them); once per process (its module
+    imports triton: the interpreter is chosen before any trace)."""
+    from torch.utils.flop_counter import flop_registry
+
+    aten = torch.ops.aten
+    return {**flop_registry, aten.addmm_: flop_registry[aten.addmm], aten.baddbmm_: flop_registry[aten.baddbmm]}
+
+
 def _tensors(tree: object) -> list[torch.Tensor]:
     return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
 
@@ -87,11 +99,6 @@ class Costs:
     def __init__(self) -> None:
         self.ops: Counter[OpCost] = Counter()
         self.sequence: list[OpCost] = []
-        from torch.utils.flop_counter import flop_registry  # imports triton: after the interpreter is chosen
-
-        aten = torch.ops.aten
-        self._flops = {**flop_registry, aten.addmm_: flop_registry[aten.addmm],
-                       aten.baddbmm_: flop_registry[aten.baddbmm]}
 
     def op(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: object) -> None:
         """Count one dispatched op with its outputs `out`."""
@@ -104,16 +111,16 @@ class Costs:
         outputs = _tensors(out)
         if not inputs and not outputs:
             return
-        formula = self._flops.get(func._overloadpacket)
+        half = (inputs or outputs)[0].dtype in _HALF
+        if func.namespace == "c10d":
+            self._add(OpCost(COLLECTIVE, half, 0, _sent(name, inputs), name))
+            return
+        formula = _formulas().get(func._overloadpacket)
         flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
         read = 0 if name in WRITE_ONLY else sum(map(tensor_bytes, inputs))
         written = sum(map(tensor_bytes, outputs))
-        dtype = (inputs or outputs)[0].dtype
-        if func.namespace == "c10d":
-            self._add(OpCost(COLLECTIVE, dtype in _HALF, 0, _sent(name, inputs), name))
-            return
         kind = MATMUL if flops else SYNC if name in SYNCS else REDUCTION if name in REDUCTIONS else ELEMENTWISE
-        self._add(OpCost(kind, dtype in _HALF, flops, read + written, name))
+        self._add(OpCost(kind, half, flops, read + written, name))
 
     def _add(self, op: OpCost) -> None:
         self.ops[op] += 1

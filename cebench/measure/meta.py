@@ -119,7 +119,7 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
                                                                                           args, kwargs))
         if costs is not None:
             tracker.observers.append(costs.op)
-            tracker.costs, launched = costs, costs.launch
+            launched = costs.launch
     step = steady.make(tracker.wrap(steady.fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
@@ -357,11 +357,9 @@ def time_reason(config: Config) -> str | None:
 
 
 def step_time(config: Config, costs: Costs | None) -> float | None:
-    """The predicted time (ms) of `config`'s step whose ops `costs` counted (None: not
-    counted, or `time_reason` says it cannot be predicted)."""
-    if costs is None or time_reason(config) is not None:
-        return None
-    return time_of(costs.ops, config.device)
+    """The predicted time (ms) of `config`'s step whose ops `costs` counted (None: not counted,
+    which its callers decide by `time_reason`)."""
+    return None if costs is None else time_of(costs.ops, config.device)
 
 
 def time_of(ops: Mapping[timemodel.OpCost, int], device: str) -> float | None:

@@ -10,6 +10,7 @@ version and thread count in `$CEBENCH_CACHE` (else `~/.cache/cebench`), `cpu-pro
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -80,14 +81,19 @@ def measure() -> Probe:
 
 
 def probe(path: Path = CACHE) -> Probe:
-    """This CPU's probe at the current thread count: from the cache, else measured and cached."""
-    key = (devices.get("cpu").model_name(), torch.__version__, torch.get_num_threads())
+    """This CPU's probe at the current thread count: from the cache, else measured and cached
+    (read once per process and thread count)."""
+    return _probe(path, devices.get("cpu").model_name(), torch.__version__, torch.get_num_threads())
+
+
+@functools.cache
+def _probe(path: Path, cpu: str, version: str, threads: int) -> Probe:
     cached: list[dict] = []
     try:
         cached = json.loads(path.read_text())
         for entry in cached:
             found = Probe(**entry)
-            if (found.cpu, found.torch, found.threads) == key:
+            if (found.cpu, found.torch, found.threads) == (cpu, version, threads):
                 return found
     except (OSError, ValueError, TypeError):
         cached = []

@@ -38,7 +38,6 @@ from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
 from cebench.core.patched import patched
-from cebench.measure.costs import Costs
 from cebench.measure.op_cache import OpCache
 from cebench.measure.sharded import WRITES_INTO
 from cebench.measure.timeline import (
@@ -90,7 +89,6 @@ class StorageTracker(TorchDispatchMode):
         self.cache: OpCache | None = None  # answers ops on meta seen before (`meta.trace` sets it)
         # shown every ATen op it runs, a custom op's Python kernel's too (`meta.trace` adds the FLOP and cost counts)
         self.observers: list[Observer] = []
-        self.costs: Costs | None = None  # the cost count among them (`meta.trace` sets it)
         # the bytes of the buffers a collective holds inside itself (`sharded.gloo_temporaries`; None: none)
         self.temporaries: Callable[[torch._ops.OpOverload, tuple], list[int]] | None = None
         self.scope = ""  # what FSDP is doing, when its storages are made (`sharded.follow`): their op's name
