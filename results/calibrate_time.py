@@ -99,8 +99,8 @@ def predicted(path: Path, ops: bool = False, repo: Path | None = None) -> tuple[
                 found = releases.predict_with(directory, "liger_kernel", list(calls.values()))
         for k, answer in zip(calls, found, strict=True):
             if "ops" in answer:
-                answer["ops"] = Counter({OpCost(kind, bool(half), flops, nbytes, op): n
-                                         for kind, half, flops, nbytes, op, n in answer["ops"]})
+                answer["ops"] = Counter({OpCost(kind, precision, flops, nbytes, op): n
+                                         for kind, precision, flops, nbytes, op, n in answer["ops"]})
             answers[(code, k)] = answer
     for r in modelled:
         r["predicted"] = answers[(r["code"], key(r["grid"]))]

@@ -25,6 +25,9 @@ Figures and where they come from:
   GPU target: `cebench.measure.device_view`. AMD's MI300X: its 304 compute units.
 - `fp32_flops`: the FP32 rate a matmul in fp32 runs at (torch's default: no TF32), from the
   same datasheets (FLOP/s).
+- `fp8_flops`: the dense FP8 (E4M3) tensor-core rate with FP32 accumulation, what
+  `torch._scaled_mm` runs at (FLOP/s); None on a card without FP8 tensor cores (Ampere),
+  where torch refuses FP8 matmuls and the time model uses the BF16 rate (`Target.peak`).
 - `hbm_bytes_per_s`: the memory bandwidth of the datasheet (bytes/s): what every op that
   is not a matmul is bound by in the time model (`cebench.core.timemodel`).
 - `link_bytes_per_s`: one direction of the card's link to its peers (bytes/s): NVLink where the
@@ -39,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MIB = 2**20
+PRECISIONS: tuple[str, str, str] = ("fp32", "half", "fp8")  # the rates a matmul runs at: `Target.peak`
 CUBLAS_DEFAULT_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8  # 8,519,680 B: ':4096:2:16:8'
 CUBLAS_SM90_WORKSPACE = 4096 * 8 * 1024  # 33,554,432 B: 32 MiB on Hopper (and Blackwell)
 
@@ -47,7 +51,8 @@ CUBLAS_SM90_WORKSPACE = 4096 * 8 * 1024  # 33,554,432 B: 32 MiB on Hopper (and B
 class Target:
     """One GPU model. `names`: substrings of `torch.cuda.get_device_name()` that identify it
     (lower case); `capability`: its compute capability; `capacity_bytes`, `workspace_bytes`
-    (bytes), `bf16_flops`, `fp32_flops` (FLOP/s), `hbm_bytes_per_s`, `link_bytes_per_s` (bytes/s), `sm_count`,
+    (bytes), `bf16_flops`, `fp32_flops`, `fp8_flops` (FLOP/s), `hbm_bytes_per_s`, `link_bytes_per_s` (bytes/s),
+    `sm_count`,
     `arch` and `vendor` as the module's docstring says; `sources`: where each figure comes from."""
 
     name: str
@@ -63,7 +68,14 @@ class Target:
     hbm_bytes_per_s: float
     arch: str
     link_bytes_per_s: float
+    fp8_flops: float | None = None
     vendor: str = "nvidia"
+
+    def peak(self, precision: str) -> float:
+        """The dense matmul rate for data of `precision` (`PRECISIONS`), FLOP/s."""
+        if precision == "fp8" and self.fp8_flops:
+            return self.fp8_flops
+        return self.fp32_flops if precision == "fp32" else self.bf16_flops
 
 
 DATASHEET_AMPERE = "NVIDIA A100 datasheet: BF16 tensor 312 TFLOPS dense, FP32 19.5 TFLOPS"
@@ -91,49 +103,56 @@ TARGETS: tuple[Target, ...] = (
            85_017_755_648, CUBLAS_SM90_WORKSPACE, 989.4e12,
            "memory: deviceQuery 'NVIDIA H100 80GB HBM3', 81079 MBytes (85017755648 bytes), driver 13.0 (torch "
            "prints total_memory=81082MB to 81090MB on other drivers); NVIDIA H100 datasheet (SXM): BF16 tensor "
-           "1,979 TFLOPS with sparsity, 989.4 dense, FP32 67 TFLOPS, 3.35 TB/s HBM3"
+           "1,979 TFLOPS with sparsity, 989.4 dense, FP8 3,958 with sparsity, 1,979 dense, FP32 67 TFLOPS, "
+           "3.35 TB/s HBM3"
            "; link: NVLink 4 900 GB/s both ways", sm_count=132,
-           fp32_flops=67e12, hbm_bytes_per_s=3.35e12, arch="hopper", link_bytes_per_s=450e9),
+           fp32_flops=67e12, hbm_bytes_per_s=3.35e12, arch="hopper", link_bytes_per_s=450e9, fp8_flops=1979e12),
     Target("h100-nvl", "NVIDIA H100 NVL (94 GB)", (9, 0), ("h100 nvl",),
            99_961_274_368, CUBLAS_SM90_WORKSPACE, 835.5e12,
            "memory: 99961274368 bytes of dedicated memory reported for 'NVIDIA H100 NVL' "
            "(github.com/fastfetch-cli/fastfetch/issues/1658; torch may report a few MiB less); NVIDIA H100 "
-           "datasheet (NVL): BF16 tensor 1,671 TFLOPS with sparsity, 835.5 dense, FP32 60 TFLOPS, 3.9 TB/s HBM3"
+           "datasheet (NVL): BF16 tensor 1,671 TFLOPS with sparsity, 835.5 dense, FP8 3,341 with sparsity, 1,670.5 "
+           "dense, FP32 60 TFLOPS, 3.9 TB/s HBM3"
            "; link: PCIe Gen5 x16 128 GB/s (its NVLink bridge joins pairs only) both ways",
-           sm_count=132, fp32_flops=60e12, hbm_bytes_per_s=3.9e12, arch="hopper", link_bytes_per_s=64e9),
+           sm_count=132, fp32_flops=60e12, hbm_bytes_per_s=3.9e12, arch="hopper", link_bytes_per_s=64e9,
+           fp8_flops=1670.5e12),
     Target("h200", "NVIDIA H200 (SXM, 141 GB)", (9, 0), ("h200",),
            143_156 * MIB, CUBLAS_SM90_WORKSPACE, 989.4e12,
            "memory: torch print total_memory=143156MB (vLLM docs); NVIDIA H200 datasheet: BF16 tensor 1,979 "
-           "TFLOPS with sparsity, 989.4 dense, FP32 67 TFLOPS, 4.8 TB/s HBM3e"
+           "TFLOPS with sparsity, 989.4 dense, FP8 3,958 with sparsity, 1,979 dense, FP32 67 TFLOPS, 4.8 TB/s HBM3e"
            "; link: NVLink 4 900 GB/s both ways", sm_count=132, fp32_flops=67e12,
-           hbm_bytes_per_s=4.8e12, arch="hopper", link_bytes_per_s=450e9),
+           hbm_bytes_per_s=4.8e12, arch="hopper", link_bytes_per_s=450e9, fp8_flops=1979e12),
     Target("b200", "NVIDIA B200", (10, 0), ("b200",),
            182_631 * MIB, CUBLAS_SM90_WORKSPACE, 2.25e15,
            "memory: torch print total_memory=182631MB (182642MB on another driver); workspace: 32 MiB for "
            "capability 10.x in torch releases that know Blackwell; NVIDIA DGX B200 datasheet: FP16/BF16 4.5 "
-           "PFLOPS per GPU with sparsity, 2.25 dense; HGX B200: FP32 600 TFLOPS for 8 GPUs, 8 TB/s HBM3e per GPU"
+           "PFLOPS per GPU with sparsity, 2.25 dense, FP8 9 PFLOPS with sparsity, 4.5 dense; HGX B200: FP32 600 "
+           "TFLOPS for 8 GPUs, 8 TB/s HBM3e per GPU"
            "; link: NVLink 5 1.8 TB/s both ways",
-           sm_count=148, fp32_flops=75e12, hbm_bytes_per_s=8e12, arch="blackwell", link_bytes_per_s=900e9),
+           sm_count=148, fp32_flops=75e12, hbm_bytes_per_s=8e12, arch="blackwell", link_bytes_per_s=900e9,
+           fp8_flops=4.5e15),
     Target("l40s", "NVIDIA L40S", (8, 9), ("l40s",),
            45_589 * MIB, CUBLAS_DEFAULT_WORKSPACE, 362.05e12,
            "memory: torch print total_memory=45589MB; NVIDIA L40S datasheet: BF16 tensor 733 TFLOPS with "
-           "sparsity, 362.05 dense, FP32 91.6 TFLOPS, 864 GB/s GDDR6"
+           "sparsity, 362.05 dense, FP8 1,466 with sparsity, 733 dense, FP32 91.6 TFLOPS, 864 GB/s GDDR6"
            "; link: PCIe Gen4 x16 64 GB/s both ways", sm_count=142, fp32_flops=91.6e12,
-           hbm_bytes_per_s=864e9, arch="ada", link_bytes_per_s=32e9),
+           hbm_bytes_per_s=864e9, arch="ada", link_bytes_per_s=32e9, fp8_flops=733e12),
     Target("rtx-4090", "NVIDIA GeForce RTX 4090", (8, 9), ("rtx 4090",),
            24_563 * MIB, CUBLAS_DEFAULT_WORKSPACE, 165.2e12,
            "memory: torch print total_memory=24563MB; NVIDIA Ada whitepaper: BF16 tensor with FP32 accumulate "
-           "165.2 TFLOPS dense (330.3 with sparsity), FP32 82.6 TFLOPS, 1,008 GB/s GDDR6X"
+           "165.2 TFLOPS dense (330.3 with sparsity), FP8 with FP32 accumulate 330.3 dense, FP32 82.6 TFLOPS, "
+           "1,008 GB/s GDDR6X"
            "; link: PCIe Gen4 x16 64 GB/s both ways", sm_count=128,
-           fp32_flops=82.6e12, hbm_bytes_per_s=1008e9, arch="ada", link_bytes_per_s=32e9),
+           fp32_flops=82.6e12, hbm_bytes_per_s=1008e9, arch="ada", link_bytes_per_s=32e9, fp8_flops=330.3e12),
     Target("mi300x", "AMD Instinct MI300X", (9, 4), ("mi300x",),
            205_822_885_888, 0, 1307.4e12,
            "memory: totalGlobalMem 205822885888 bytes (rocm-smi and hipDeviceProp prints); workspace: none in the "
            "caching allocator, as Liger-Kernel's published MI300X memory rows (ROCm, 2024-10) show; AMD MI300X "
-           "datasheet: BF16 1,307.4 TFLOPS dense, FP32 163.4 TFLOPS, 5.3 TB/s HBM3, 304 compute units"
+           "datasheet: BF16 1,307.4 TFLOPS dense, FP8 2,614.9 dense, FP32 163.4 TFLOPS, 5.3 TB/s HBM3, 304 "
+           "compute units"
            "; link: 7 Infinity Fabric links, 896 GB/s both ways",
            sm_count=304, fp32_flops=163.4e12, hbm_bytes_per_s=5.3e12, arch="cdna3", link_bytes_per_s=448e9,
-           vendor="amd"),
+           fp8_flops=2614.9e12, vendor="amd"),
 )
 BY_NAME: dict[str, Target] = {t.name: t for t in TARGETS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)

@@ -1,12 +1,12 @@
 """A GPU step's time, predicted: a roofline summed op by op over the ops a trace saw.
 
-Each op (`OpCost`: its class, whether its data is half precision, its FLOPs and the bytes
-it moves, from `cebench.measure.costs`) takes
+Each op (`OpCost`: its class, the precision of its data, its FLOPs and the bytes it moves,
+from `cebench.measure.costs`) takes
 
     launch + max(flops / (peak · matmul), bytes / (bandwidth · e_class))
 
-seconds on a named GPU (`cebench.core.targets`: `peak` is its dense BF16 rate for half
-precision, its FP32 rate otherwise; `bandwidth` its memory's), where `e_class` is the
+seconds on a named GPU (`cebench.core.targets`: `peak` is its dense rate for the op's
+precision, `Target.peak`; `bandwidth` its memory's), where `e_class` is the
 efficiency of the op's class (elementwise, reduction, fused Triton loss kernel) and `launch`
 the fixed cost of one kernel. A collective (FSDP's all-gathers and reduce-scatters) takes
 launch + the bytes each rank sends / the card's link bandwidth (`Target.link_bytes_per_s`,
@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cebench.core.targets import Target
+from cebench.core.targets import PRECISIONS, Target
 
 MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC = "matmul", "elementwise", "reduction", "fused", "sync"
+FP32, HALF, FP8 = PRECISIONS
 COLLECTIVE = "collective"
 CLASSES: tuple[str, ...] = (MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC, COLLECTIVE)
 SHORT_MS = 1.0  # below this a step is mostly fixed costs: launches and syncs, which the model knows least
@@ -35,12 +36,13 @@ SHORT_MS = 1.0  # below this a step is mostly fixed costs: launches and syncs, w
 
 @dataclass(frozen=True)
 class OpCost:
-    """One op as the time model sees it: its class (`CLASSES`), whether its data is bf16/fp16
-    (`half`: the tensor-core rate applies to its FLOPs), its FLOPs, the bytes it reads and
-    writes, and its name (the ATen op's; a Triton kernel's)."""
+    """One op as the time model sees it: its class (`CLASSES`), the precision whose rate
+    applies to its FLOPs (`PRECISIONS`: FP32; HALF for bf16/fp16 data; FP8 for float8 data,
+    `torch._scaled_mm`'s), its FLOPs, the bytes it reads and writes, and its name (the ATen
+    op's; a Triton kernel's)."""
 
     kind: str
-    half: bool
+    precision: str
     flops: int
     nbytes: int
     op: str = ""
@@ -75,8 +77,7 @@ class Efficiency:
         memory = op.nbytes / (target.hbm_bytes_per_s * share)
         if not op.flops:
             return launch + memory
-        peak = target.bf16_flops if op.half else target.fp32_flops
-        return launch + max(op.flops / (peak * self.matmul), memory)
+        return launch + max(op.flops / (target.peak(op.precision) * self.matmul), memory)
 
 
 # <generated: results/calibrate_time.py>

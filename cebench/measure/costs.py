@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
-from torch.utils._pytree import tree_flatten
 
-from cebench.core.timemodel import COLLECTIVE, ELEMENTWISE, FUSED, MATMUL, REDUCTION, SYNC, OpCost
+from cebench.core.timemodel import COLLECTIVE, ELEMENTWISE, FP8, FP32, FUSED, HALF, MATMUL, REDUCTION, SYNC, OpCost
 
 # Ops that allocate or re-describe a tensor without running a kernel on its data.
 NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "_unsafe_view",
@@ -53,6 +52,13 @@ UNREAD: dict[str, tuple[int, ...]] = {"nll_loss_forward": (0,), "nll_loss2d_forw
                                       "nll_loss_backward": (1,), "nll_loss2d_backward": (1,), "copy_": (0,)}
 SYNCS = frozenset({"_local_scalar_dense", "item", "nonzero", "is_nonzero", "equal"})
 _HALF = (torch.bfloat16, torch.float16)
+
+
+def _precision(tensors: Sequence[torch.Tensor]) -> str:
+    """The precision whose rate applies to an op over `tensors` (the first's dtype): FP8 for
+    float8 data, HALF for bf16/fp16, FP32 otherwise."""
+    dtype = tensors[0].dtype if tensors else torch.float32
+    return FP8 if dtype.itemsize == 1 and dtype.is_floating_point else HALF if dtype in _HALF else FP32
 INDUCTOR_KERNEL = "inductor kernel"  # a kernel inductor generated: each buffer it is given read or written once
 
 
@@ -88,8 +94,17 @@ def _formulas() -> dict[object, Callable[..., int]]:
     return {**flop_registry, aten.addmm_: flop_registry[aten.addmm], aten.baddbmm_: flop_registry[aten.baddbmm]}
 
 
-def _tensors(tree: object) -> list[torch.Tensor]:
-    return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
+def _tensors(values: Iterable[object]) -> list[torch.Tensor]:
+    """The tensors among an ATen op's argument or output `values`: a tensor, or one inside a
+    list or tuple (`Tensor[]`, `Tensor?[]`, an op's tuple of outputs), the only nesting an ATen
+    schema has (no pytree walk: this runs for every traced op)."""
+    found = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            found.extend(t for t in v if isinstance(t, torch.Tensor))
+    return found
 
 
 class Costs:
@@ -106,21 +121,21 @@ class Costs:
         if func.is_view or name in NO_KERNEL or func.namespace in ("profiler", "prim"):  # prim::device: a query
             return
         unread = UNREAD.get(name, ())
-        inputs = _tensors(([a for i, a in enumerate(args) if i not in unread],
-                           {k: v for k, v in kwargs.items() if k != "out"}))
-        outputs = _tensors(out)
+        inputs = _tensors([*(a for i, a in enumerate(args) if i not in unread),
+                           *(v for k, v in kwargs.items() if k != "out")])
+        outputs = _tensors((out,))
         if not inputs and not outputs:
             return
-        half = (inputs or outputs)[0].dtype in _HALF
+        precision = _precision(inputs or outputs)
         if func.namespace == "c10d":
-            self._add(OpCost(COLLECTIVE, half, 0, _sent(name, inputs), name))
+            self._add(OpCost(COLLECTIVE, precision, 0, _sent(name, inputs), name))
             return
         formula = _formulas().get(func._overloadpacket)
         flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
         read = 0 if name in WRITE_ONLY else sum(map(tensor_bytes, inputs))
         written = sum(map(tensor_bytes, outputs))
         kind = MATMUL if flops else SYNC if name in SYNCS else REDUCTION if name in REDUCTIONS else ELEMENTWISE
-        self._add(OpCost(kind, half, flops, read + written, name))
+        self._add(OpCost(kind, precision, flops, read + written, name))
 
     def _add(self, op: OpCost) -> None:
         self.ops[op] += 1
@@ -131,6 +146,6 @@ class Costs:
         kernel reads each once and writes its largest (in place); one inductor generated
         (`INDUCTOR_KERNEL`) reads or writes each once."""
         sizes = [tensor_bytes(t) for t in tensors]
-        half = any(t.dtype in _HALF for t in tensors)
+        precision = HALF if any(t.dtype in _HALF for t in tensors) else FP32
         written = 0 if kernel == INDUCTOR_KERNEL else max(sizes, default=0)
-        self._add(OpCost(FUSED, half, 0, sum(sizes) + written, kernel))
+        self._add(OpCost(FUSED, precision, 0, sum(sizes) + written, kernel))

@@ -196,7 +196,7 @@ class _OpSeries:
     where the ops do not repeat so."""
 
     def __init__(self, o0: Sequence[OpCost], o1: Sequence[OpCost], o2: Sequence[OpCost]) -> None:
-        sig0, sig1, sig2 = ([(op.op, op.kind, op.half) for op in o] for o in (o0, o1, o2))
+        sig0, sig1, sig2 = ([(op.op, op.kind, op.precision) for op in o] for o in (o0, o1, o2))
         # in order: a template op (at the first value, its FLOPs and bytes per step), or a run (a list of those,
         # at k = 1)
         self._items: list[tuple[OpCost, int, int] | list[tuple[OpCost, int, int]]] = []

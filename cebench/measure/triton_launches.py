@@ -24,10 +24,12 @@ of a variant that runs no Triton kernel neither needs nor pays for it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from torch.utils._pytree import tree_flatten
@@ -65,11 +67,10 @@ class Skipped:
         followed = []
         for package in sorted(self.packages):
             dist, checked = CHECKED.get(package, (package.replace("_", "-"), None))
-            try:
-                version = importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                version = "?"
-            if checked is None:
+            version = _version(package)
+            if version is None:
+                followed.append(f"{package} at {_where(package)} (no release: cebench checked none of its code)")
+            elif checked is None:
                 followed.append(f"{dist} {version} (not checked by cebench)")
             elif version in checked:
                 followed.append(f"{dist} {version}")
@@ -77,6 +78,34 @@ class Skipped:
                 followed.append(f"{dist} {version} (cebench checked {', '.join(checked)}: its buffers may differ)")
         return (f"Triton launches skipped ({', '.join(sorted(self.kernels))}): their buffers are "
                 f"{' and '.join(followed)}'s Python, followed on meta{compiled}")
+
+
+def _where(package: str) -> str:
+    """The folder the imported top-level `package` was imported from ('?' when not imported)."""
+    module = sys.modules.get(package)
+    location = getattr(module, "__file__", None)
+    if location:
+        return str(Path(location).parents[1])
+    paths = list(getattr(module, "__path__", ()))  # a namespace package (liger-kernel 0.2): no __init__
+    return str(Path(paths[0]).parent) if paths else "?"
+
+
+def _version(package: str) -> str | None:
+    """The release of the imported top-level `package`, from the distribution installed beside
+    it (not whichever one the environment has: a release or commit traced from another folder);
+    None where none is (source code, not an installed release)."""
+    folder = _where(package)
+    return None if folder == "?" else _release(package, folder)
+
+
+@functools.cache
+def _release(package: str, folder: str) -> str | None:
+    """`_version` of `package` imported from `folder` (once per process: it reads the folder's metadata)."""
+    for dist in importlib.metadata.distributions(path=[folder]):
+        if package in (dist.read_text("top_level.txt") or "").split() or any(
+                str(f).startswith(f"{package}/") for f in dist.files or ()):
+            return dist.version
+    return None
 
 
 def _name(kernel: Any) -> tuple[str, str]:

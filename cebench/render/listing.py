@@ -21,7 +21,7 @@ def targets_table(found: Sequence[Target]) -> Table:
     table = Table([Column("name", "target", right=False), Column("model", "GPU", right=False, priority=3),
                    Column("cc", "sm", priority=2), Column("memory", "memory"), Column("bytes", "bytes", priority=4),
                    Column("workspace", "cuBLAS ws", priority=1), Column("bf16", "BF16 TFLOP/s"),
-                   Column("fp32", "FP32", priority=2), Column("bandwidth", "TB/s"),
+                   Column("fp32", "FP32", priority=2), Column("fp8", "FP8", priority=2), Column("bandwidth", "TB/s"),
                    Column("family", "time model", right=False)],
                   title="cebench targets · for predict, fit and explain --target (cuda: any NVIDIA GPU, no card's "
                         "figures)")
@@ -31,7 +31,8 @@ def targets_table(found: Sequence[Target]) -> Table:
             else f"{t.arch} (as {timemodel.BORROWED[t.arch]})"
         table.add_row(t.name, t.model, f"{t.capability[0]}.{t.capability[1]}", format_bytes(t.capacity_bytes),
                       f"{t.capacity_bytes:,}", f"{t.workspace_bytes:,} B", f"{t.bf16_flops / 1e12:,.1f}",
-                      f"{t.fp32_flops / 1e12:,.1f}", f"{t.hbm_bytes_per_s / 1e12:.2f}", family)
+                      f"{t.fp32_flops / 1e12:,.1f}", "–" if t.fp8_flops is None else f"{t.fp8_flops / 1e12:,.1f}",
+                      f"{t.hbm_bytes_per_s / 1e12:.2f}", family)
     return table
 
 
