@@ -5,7 +5,9 @@ Run on a machine with a CUDA GPU (not part of the test suite):
 It sweeps a handful of configs of the 1B setting (bf16, context 128, vocab 50257,
 d_model 2048) on cuda through `cebench.api.sweep` (each point isolated, as on the command
 line), predicts the same configs with `cebench.api.predict`, prints both peak deltas and
-their ratio (the compiled losses too: inductor's Triton code, predicted without a GPU), then
+their ratio (the compiled losses too: inductor's Triton code, predicted without a GPU), and
+the measured median step time beside the time model's for the named target this GPU is
+(`cebench targets`; on the CPU, the probe's), then
 does the same for a model's whole training step (gpt2, whose head is tied: for-each AdamW
 and fused AdamW stepped in backward, with and without activation checkpointing and compiled
 blocks, dense and torchtune's compiled chunked loss: absolute peaks, the body's peak and the
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 
 from cebench import api
+from cebench.core import targets
 
 
 def main(argv: list[str]) -> None:
@@ -43,7 +46,11 @@ def main(argv: list[str]) -> None:
     except api.UsageError as exc:
         sys.exit(f"{exc} (run this on a GPU machine, or with --device cpu to try it)")
     predicted = api.predict(target=device, out=out_dir / "predicted.csv", **grid)
-    print(f"{'variant':<16}{'batch':>6}{'ce_chunk':>9}{'measured Δ':>15}{'predicted Δ':>15}{'pred/meas':>10}")
+    named = targets.match(measured[0].device_name) if device == "cuda" else "cpu"
+    timed = {(p.variant, p.batch, p.ce_chunk): p for p in api.predict(target=named, **grid)} if named else {}
+    print(f"time model: {named or 'none (this GPU is no named target)'}")
+    print(f"{'variant':<16}{'batch':>6}{'ce_chunk':>9}{'measured Δ':>15}{'predicted Δ':>15}{'pred/meas':>10}"
+          f"{'meas. ms':>10}{'pred. ms':>10}")
     by_point = {(p.variant, p.batch, p.ce_chunk): p for p in predicted}  # sweep leaves out what cannot run here
     for m in measured:
         p = by_point[(m.variant, m.batch, m.ce_chunk)]
@@ -51,8 +58,10 @@ def main(argv: list[str]) -> None:
             print(f"{m.variant:<16}{m.batch:>6}{m.ce_chunk or '':>9}  {m.status} {m.error} / {p.status} {p.error}")
             continue
         ratio = p.peak_delta_bytes / m.peak_delta_bytes
+        t = timed.get((m.variant, m.batch, m.ce_chunk))
+        time_ms = "–" if t is None or t.predicted_time_ms is None else f"{t.predicted_time_ms:.3f}"
         print(f"{m.variant:<16}{m.batch:>6}{m.ce_chunk or '':>9}{m.peak_delta_bytes:>15,}{p.peak_delta_bytes:>15,}"
-              f"{ratio:>10.4f}", flush=True)
+              f"{ratio:>10.4f}{m.time_ms_median:>10.3f}{time_ms:>10}", flush=True)
     compare_model_steps(device, out_dir, model)
 
 
