@@ -97,13 +97,21 @@ def _unless_bytes(line: str, number: re.Match) -> str:
     return number[0] if _BYTES.match(line, number.end()) else "#"
 
 
+# What names the machine rather than the result: the CPU's model in a sweep's title (`cpu (AMD EPYC)`),
+# the build tag of torch's version (`2.13.0+cpu`, `+cu130`).
+_MACHINE = ((re.compile(r"\b(cpu|cuda) \(.*?\)(?= ·|$)"), r"\1 (…)"), (re.compile(r"(torch \d[\d.]*)\+[\w.]+"), r"\1"))
+
+
 def normal(output: str) -> list[str]:
-    """`output` as a test compares it: a time or a span of times (`1.18 s`, `651–660 ms`)
-    written `T`, every other number but a byte count (`12.3 MiB`, `512 B`, `29 GB`) `#` (ratios,
-    counts, dates), runs of spaces and of rule characters made one; blank lines and the note on
-    noisy times (which depends on the times) dropped."""
+    """`output` as a test compares it: what names the machine (`_MACHINE`) left out, a time or
+    a span of times (`1.18 s`, `651–660 ms`) written `T`, every other number but a byte count
+    (`12.3 MiB`, `512 B`, `29 GB`) `#` (ratios, counts, dates), runs of spaces and of rule
+    characters made one; blank lines and the note on noisy times (which depends on the times)
+    dropped."""
     lines = []
     for line in output.splitlines():
+        for pattern, replacement in _MACHINE:
+            line = pattern.sub(replacement, line)
         line = re.sub(r"\d[\d,.]*(?:–\d[\d,.]*)? ?(?:ms|s|µs|ns)\b~?", "T", line)
         line = _NUMBER.sub(functools.partial(_unless_bytes, line), line)
         line = re.sub(r"([━─])\1+", r"\1", line)

@@ -117,3 +117,33 @@ print("torch imported:", "torch" in sys.modules, "pandas imported:", "pandas" in
 def test_help_and_usage_errors_never_import_torch(args, code):
     proc = subprocess.run([sys.executable, "-c", FAST_START, *args], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip().endswith(f"torch imported: False pandas imported: False exit {code}"), proc
+
+
+def test_a_torch_outside_the_supported_range_is_told_in_one_line(monkeypatch, capsys):
+    """Read from torch's metadata before anything imports it: one line naming the range, exit 2."""
+    from cebench import cli
+    from cebench.core import version
+
+    assert version.torch_outside_range("2.13.0+cpu") is None and version.torch_outside_range("2.8.0+cu128") is None
+    assert version.torch_outside_range("2.14.1") is None
+    line = version.torch_outside_range("2.7.1+cu126")
+    assert line == ("cebench supports torch 2.8 to 2.14; this is torch 2.7.1+cu126: install one of those "
+                    "(pip install 'torch>=2.8,<2.15')")
+    assert version.torch_outside_range("2.15.0") is not None and version.torch_outside_range("3.0.0") is not None
+    monkeypatch.setattr(cli, "torch_outside_range", lambda: line)
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 2 and capsys.readouterr().err == f"cebench: {line}\n"
+
+
+def test_pyproject_declares_the_supported_torch_range():
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    from cebench.core.version import TORCH_RANGE
+
+    deps = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    (torch_dep,) = [d for d in deps["dependencies"] if d.startswith("torch")]
+    (low, high) = TORCH_RANGE
+    assert torch_dep == f"torch>={low[0]}.{low[1]},<{high[0]}.{high[1] + 1}"

@@ -32,6 +32,14 @@ def test_normal_keeps_byte_counts_and_drops_times():
     assert docs.normal("dense 590 MiB") != docs.normal("dense 589 MiB")
 
 
+def test_normal_leaves_out_what_names_the_machine():
+    """A block regenerated on another CPU or torch build compares equal: the CPU's model and
+    torch's build tag are the machine's, not the result's."""
+    here = "cebench sweep · cpu (AMD EPYC) · 2 threads · torch 2.13.0+cpu"
+    there = "cebench sweep · cpu (Intel(R) Xeon(R) Processor) · 16 threads · torch 2.13.0+cu130"
+    assert docs.normal(here) == docs.normal(there) == ["cebench sweep · cpu (…) · # threads · torch #"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.slug not in docs.SLOW], ids=lambda b: b.slug)
 def test_an_output_block_is_what_its_command_prints_now(block, at_width):

@@ -80,6 +80,20 @@ def test_meta_tracker_breaks_the_peak_down_as_the_allocator_does():
            [(x.shape, x.kind, x.op, x.phase, x.node, x.count, x.nbytes) for x in entries(measured)]
 
 
+@pytest.mark.parametrize("variant", ["torch-lce", "chunked"])
+def test_a_custom_ops_kernel_leaves_the_recording_on(variant):
+    """torch's `F.linear_cross_entropy` (torch 2.13) runs a custom op whose Python kernel enters
+    the tracker again: leaving that kernel must not end the step's recording, or everything
+    after it (the backward's gradients: the peak) is missing from the breakdown. The traced
+    breakdown sums to the measured peak."""
+    if variant == "torch-lce" and not hasattr(__import__("torch").nn.functional, "linear_cross_entropy"):
+        pytest.skip("torch-lce needs torch 2.13 or newer")
+    point = cpu_config(variant, batch=4, context=64, vocab=5000, d_model=64, ce_chunk=64)
+    measured, traced = explain(point), explain(point, meta=True)
+    assert traced.peak_delta_bytes == traced.breakdown_bytes == measured.peak_delta_bytes == \
+        predict(point).peak_delta_bytes
+
+
 def explain_json(*args: str) -> dict:
     result = CliRunner().invoke(app, ["explain", *args, "--json"])
     assert result.exit_code == 0, result.output

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from cebench.core import devices, targets, timemodel
 from cebench.core.config import ITEMSIZE, Compile, Config
 from cebench.core.errors import UsageError, describe
+from cebench.core.torch_names import RELEASE, fake_collectives
 from cebench.losses import variants
 from cebench.losses.inputs import ignored_count
 from cebench.measure import compiled, series
@@ -105,6 +106,10 @@ def meta_reason(config: Config) -> str | None:
         reason = compiled.unsupported_reason(kind, config.fsdp)
     if not reason and variant.compiles:
         reason = compiled.unsupported_reason(kind, config.fsdp, config.chunks)
+    if not reason and config.fsdp > 1 and not fake_collectives():
+        reason = (f"torch {RELEASE}'s collectives have no meta kernels, so a sharded step "
+                  "cannot be followed in a fake world: --fsdp is predicted with torch 2.9 or newer; measure it "
+                  "with cebench sweep")
     card = targets.BY_NAME.get(config.device)
     if not reason and card is not None and card.vendor != "nvidia" and (variant.compiles or
                                                                         config.compile == Compile.BLOCKS):

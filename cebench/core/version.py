@@ -1,11 +1,38 @@
 """cebench's version, from the installed package's metadata: what a row's `cebench_version`
-and `cebench --version` say. A leaf module, so that any layer can read it without
-importing the package facade (`cebench/__init__.py`)."""
+and `cebench --version` say; and the torch releases it supports (`TORCH_RANGE`, what CI
+checks: `.ci/run`), told without importing torch (`torch_outside_range`). A leaf module, so
+that any layer can read it without importing the package facade (`cebench/__init__.py`)."""
 from __future__ import annotations
 
+import re
 from importlib.metadata import PackageNotFoundError, version
 
 try:
     __version__ = version("cebench")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0+unknown"
+
+# The oldest and newest torch releases (major, minor) cebench supports and CI runs: the pinned
+# CPU build (2.13) whole, the CUDA builds of both ends on the commands' subset. pyproject.toml
+# says the same range.
+TORCH_RANGE: tuple[tuple[int, int], tuple[int, int]] = ((2, 8), (2, 14))
+
+
+def torch_outside_range(installed: str | None = None) -> str | None:
+    """One line saying that the installed torch (`installed`: its version string; default: the
+    installed distribution's) is outside `TORCH_RANGE`, or None when it is inside (or its
+    version cannot be read: a source build)."""
+    if installed is None:
+        try:
+            installed = version("torch")
+        except PackageNotFoundError:
+            return "cebench needs torch: pip install torch (or make install: the CPU build)"
+    found = re.match(r"(\d+)\.(\d+)", installed)
+    if found is None:
+        return None
+    release = (int(found[1]), int(found[2]))
+    (low, high) = TORCH_RANGE
+    if low <= release <= high:
+        return None
+    return (f"cebench supports torch {low[0]}.{low[1]} to {high[0]}.{high[1]}; this is torch {installed}: install "
+            f"one of those (pip install 'torch>={low[0]}.{low[1]},<{high[0]}.{high[1] + 1}')")

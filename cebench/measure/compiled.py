@@ -46,6 +46,7 @@ from torch import nn
 
 from cebench.core import targets
 from cebench.core.patched import patched
+from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, RELEASE, outside_dispatch_modes
 from cebench.measure.costs import INDUCTOR_KERNEL
 from cebench.measure.device_view import cuda_answers, unseen
 
@@ -70,6 +71,10 @@ def unsupported_reason(kind: str, fsdp: int = 1, chunks: int = 1) -> str | None:
                 "cebench sweep")
     if fsdp > 1:
         return "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
+    if not LOWERS_BACKWARD_AHEAD:
+        return (f"torch {RELEASE} lowers a compiled backward only when it first runs, where "
+                "a prediction cannot follow it: a compiled step is predicted with torch 2.9 or newer; measure it "
+                "with cebench sweep")
     if not torch._dynamo.is_dynamo_supported():
         return "torch.compile (Dynamo) is not supported on this Python/platform"
     if kind == "cuda" and importlib.util.find_spec("triton") is None:
@@ -164,10 +169,9 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
     the call eagerly: torch's chunked loss, a custom op). `NotCompiled` when it is more than
     one graph, or one whose outputs are not the call's tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils._python_dispatch import _disable_current_modes
 
     name = getattr(target, "__name__", type(target).__name__)
-    with _disable_current_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings():
+    with outside_dispatch_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mode = FakeTensorMode()
         fn = _copy_of(target)
@@ -184,9 +188,13 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
             return gm.forward
 
         torch._dynamo.reset()
+        frames = _frames_attempted()
         with mode:  # a module as `nn.Module.compile()` compiles it: its call, not its class's __call__
             call = fn._call_impl if isinstance(fn, nn.Module) else fn
             out = torch.compile(call, backend=capture, dynamic=False)(*args, **kwargs)
+    if not graphs and _frames_attempted() == frames:  # Dynamo never looked at the call: not what a GPU run does
+        raise NotCompiled(f"torch.compile captured nothing of {name} on this torch ({torch.__version__}): Dynamo "
+                          "traced no frame, so it cannot be predicted compiled (nor as eager: it would not be)")
     if not graphs:
         return None
     if len(graphs) != 1:
@@ -207,6 +215,13 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
                           "hf:...:no-cache turns transformers' off)")
     key = (gm.code, tuple(_Tensor(tuple(x.shape), x.stride(), x.dtype, x.requires_grad) for x in example_inputs))
     return _Captured(_Graph(gm, tuple(example_inputs), key), tuple(where[id(x)] for x in example_inputs), out_spec)
+
+
+def _frames_attempted() -> int:
+    """How many frames Dynamo has begun to convert in this process (its `frames` counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["frames"]["total"])
 
 
 @contextlib.contextmanager
@@ -420,10 +435,9 @@ _CUDA_NO_GUARD = _CudaWithoutGuard("torch.cuda")
 
 @contextlib.contextmanager
 def _gpu_imports() -> Iterator[None]:
-    """Within: what a GPU wrapper imports from a build of torch without CUDA exists (its
-    stream, asked for each launch, is 0)."""
-    if hasattr(torch._C, "_cuda_getCurrentRawStream"):
-        yield
-        return
-    with patched(torch._C, {"_cuda_getCurrentRawStream": lambda index: 0}):
+    """Within: the current stream a GPU wrapper asks for before each launch is 0, on every build
+    of torch: a CPU build has no such function, and a CUDA build's real one initialises CUDA,
+    which fails on a machine without a GPU (a laptop, a login node) and is not needed where
+    the launches are skipped anyway."""
+    with patched(torch._C, {"_cuda_getCurrentRawStream": lambda index: 0}, added={"_cuda_getCurrentRawStream"}):
         yield

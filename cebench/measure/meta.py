@@ -25,6 +25,7 @@ from cebench.core.config import Checkpointing, Compile, Config, Grads, Optimizer
 from cebench.core.errors import said
 from cebench.core.guard import user_code
 from cebench.core.memory import MemoryReading, storage_bytes
+from cebench.core.torch_names import grouped_query_flops
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
@@ -129,7 +130,7 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     peers = _peers_run(config, answers, mesh is not None, launched)
     kernels = kernel_dtypes.as_on(target, config.torch_dtype)
     with user_code(config.variant, "variant"), rng, peers as skipped, kernels, compiled.counting(launched), tracker, \
-            followed, warnings.catch_warnings(record=True) as caught:
+            followed, grouped_query_flops(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
     tracker.skipped, tracker.said = skipped.note(), said(caught)

@@ -176,7 +176,8 @@ def _open(world: int) -> World:
     if dist.is_initialized():
         raise RuntimeError("a sharded step is predicted in a process outside any process group")
     hook = sys.excepthook  # each process group's start prefixes tracebacks with its rank, for good
-    dist.init_process_group("fake", rank=0, world_size=world)
+    # an in-process store: torch 2.8's fake backend still rendezvouses (env://) without one
+    dist.init_process_group("fake", store=dist.HashStore(), rank=0, world_size=world)
     sys.excepthook = hook
     try:
         mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors

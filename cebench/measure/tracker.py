@@ -32,12 +32,12 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 
 import torch
-from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
 from cebench.core.patched import patched
+from cebench.core.torch_names import is_non_overlapping_and_dense
 from cebench.measure.op_cache import OpCache
 from cebench.measure.sharded import WRITES_INTO
 from cebench.measure.timeline import (
@@ -193,7 +193,7 @@ def accumulated_into(args: tuple) -> torch.Tensor | None:
         return None
     storage = old.untyped_storage()  # a reference to the storage itself: one use more
     alone = torch._C._storage_Use_Count(storage._cdata) == 2
-    dense = is_non_overlapping_and_dense_or_false(old) and not old.is_nested and not old._is_zerotensor()
+    dense = is_non_overlapping_and_dense(old) and not old.is_nested and not old._is_zerotensor()
     return old if alone and dense else None
 
 
@@ -258,6 +258,7 @@ class OpTracker(StorageTracker):
         super().__init__(ignore, granularity, device_types)
         self._builder = TimelineBuilder()
         self._recording = True
+        self._entered = 0  # how deep inside its own `with` blocks: a Python kernel's ops enter it again
         self._backward = False
         self._op = NO_OP
         self._node: tuple[int, int] | None = None
@@ -275,8 +276,14 @@ class OpTracker(StorageTracker):
         self._op = RNG_STATE
         self.track(state)
 
+    def __enter__(self) -> OpTracker:
+        self._entered += 1
+        return super().__enter__()
+
     def __exit__(self, *exc: object) -> None:
-        self._recording = False  # the inputs' gradients, freed later, stay alive in the timeline
+        self._entered -= 1
+        if not self._entered:  # the step's block, not a custom op's kernel run inside it (`with self:`)
+            self._recording = False  # the inputs' gradients, freed later, stay alive in the timeline
         return super().__exit__(*exc)
 
     def timeline(self) -> Timeline:

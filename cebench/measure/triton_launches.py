@@ -7,7 +7,8 @@ the dispatcher. The launch itself allocates nothing torch counts on a GPU, and o
 there is nothing to run, so inside `skipped()` every launch returns at once:
 
 - `JITFunction.run`, which `kernel[grid](...)` calls (`KernelInterface.__getitem__`),
-- `InterpretedFunction.run`, the same under Triton's interpreter (`TRITON_INTERPRET=1`),
+- `InterpretedFunction.run`, the same under Triton's interpreter (`TRITON_INTERPRET=1`), and
+  its `__getitem__` (Triton 3.4's `kernel[grid]` runs the grid without `run`),
 - `Autotuner.run`, which would otherwise benchmark its configurations first (and
   `Heuristics.run`, which only computes meta-parameters before launching),
 
@@ -146,8 +147,13 @@ def skipped(needed: bool = False, on_skip: Callable[[list[Any], str], None] | No
             on_skip([a for a in tree_flatten((args, kwargs))[0] if hasattr(a, "untyped_storage")], name)
         return None
 
+    def grid(self: Any, grid: Any) -> Callable[..., None]:  # `kernel[grid]`, where it launches without `run`
+        return functools.partial(launch, self)
+
     with contextlib.ExitStack() as stack:
         for cls in launchers:
             if "run" in vars(cls):  # a class that launches (the others inherit a patched one)
                 stack.enter_context(patched(cls, {"run": launch}))
+        if launchers[-1].__name__ == "InterpretedFunction":  # Triton 3.4's interpreter: `[grid]` runs the grid itself
+            stack.enter_context(patched(launchers[-1], {"__getitem__": grid}, added={"__getitem__"}))
         yield record
