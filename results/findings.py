@@ -5,6 +5,7 @@ as written, and how long that command takes.
     .venv/bin/python results/findings.py --check    # run and check every row; write nothing
     .venv/bin/python results/findings.py --out F    # write the README with its times to F instead
     .venv/bin/python results/findings.py --readme F # the rows of F (a copy, say) rather than README.md
+    .venv/bin/python results/findings.py --runs     # run every command, fail only where one breaks
 
 A row is `| finding | printed | reproduce | time |`. Its reproduce cell names one command in
 backticks; each figure in backticks in its printed cell is what that command prints, word for
@@ -16,6 +17,9 @@ table and written into the row. The quick start's time (`<!-- time:SLUG -->…<!
 around the time of the out block SLUG) is measured the same way, and the sentence between the
 `findings-machine` markers says which machine it was. Any cited figure that the output lacks
 fails the run, as does a time that contradicts its row (`Timed.below`), and nothing is written.
+`--runs` is for another torch build (`.ci/torch-builds`), whose figures may differ: each row's
+command and the quick start's must run, exiting 0 or 1 (verify's finding), and the figures
+each prints that differ from the README's are listed, not failed.
 
 Run it on a quiet machine: the times are the README's reference figures.
 """
@@ -211,7 +215,27 @@ def blocks_command(text: str, slug: str) -> str:
     return match[1]
 
 
-OPTIONS = ("--check", "--out", "--readme")
+OPTIONS = ("--check", "--out", "--readme", "--runs")
+
+
+def runs(text: str) -> int:
+    """`--runs`: every row's command and the quick start's in README `text` run (1 where one
+    breaks); each figure a row cites that its output lacks is listed."""
+    broken = 0
+    commands = [(row.command, row) for row in rows(text)] + \
+        [(blocks_command(text, m["slug"]), None) for m in INLINE_TIME.finditer(text)]
+    for command, row in commands:
+        try:
+            output, seconds = run(command)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            broken += 1
+            print(f"BROKEN {command}\n{str(exc)[-1500:]}", flush=True)
+            continue
+        differs = missing(row, output) if row is not None else []
+        print(f"ran    {command} ({seconds_text(seconds)})" + "".join(f"\n  prints otherwise: {f}" for f in differs),
+              flush=True)
+    print(f"{len(commands) - broken} of {len(commands)} README commands ran")
+    return 1 if broken else 0
 
 
 def main(argv: list[str]) -> int:
@@ -226,6 +250,8 @@ def main(argv: list[str]) -> int:
     readme = Path(argv[argv.index("--readme") + 1]) if "--readme" in argv else README
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else readme
     text = readme.read_text()
+    if "--runs" in argv:
+        return runs(text)
     failures, times, figures = [], {}, {}
     for row in rows(text):
         print(f"$ {row.command}", file=sys.stderr, flush=True)

@@ -130,6 +130,48 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # not last to a worker left alone
 
 
+# The optional packages `make install-peers` installs (import names), for `needs`.
+OPTIONAL = ("triton", "liger_kernel", "cut_cross_entropy", "transformers")
+REFERENCE_TORCH = (2, 13)  # the pinned CPU build CI runs whole (Makefile: TORCH_CPU)
+CHECKED_TRITON = "3.9.0"  # the Triton whose interpreter the Liger-on-CPU byte counts were checked with (TRITON)
+
+
+def _skip_reason(item) -> str | None:
+    """Why `item` cannot run in this environment, from its marks (None: it can)."""
+    import importlib.util
+
+    from cebench.core import torch_names
+
+    for mark in item.iter_markers("needs"):
+        absent = [m for m in (mark.args or OPTIONAL) if importlib.util.find_spec(m) is None]
+        if absent:
+            return f"needs {', '.join(absent)} (make install-peers installs it, keeping torch)"
+    release = tuple(int(x) for x in torch_names.RELEASE.split(".")[:2])
+    if item.get_closest_marker("reference_torch") and release != REFERENCE_TORCH:
+        return (f"asserts torch {REFERENCE_TORCH[0]}.{REFERENCE_TORCH[1]}'s figures, which torch "
+                f"{torch_names.RELEASE} changes (README: the torch builds)")
+    if item.get_closest_marker("compiled_predicted") and not torch_names.LOWERS_BACKWARD_AHEAD:
+        return f"torch {torch_names.RELEASE} cannot have a compiled step predicted (2.9 on)"
+    if item.get_closest_marker("fsdp_predicted") and not torch_names.fake_collectives():
+        return f"torch {torch_names.RELEASE} cannot have a sharded step predicted (2.9 on)"
+    if item.get_closest_marker("torch_lce") and not hasattr(torch.nn.functional, "linear_cross_entropy"):
+        return f"torch-lce needs torch 2.13 or newer (this is {torch_names.RELEASE})"
+    if item.get_closest_marker("checked_triton"):
+        import importlib.metadata
+
+        found = importlib.metadata.version("triton") if importlib.util.find_spec("triton") else None
+        if found != CHECKED_TRITON:
+            return f"Triton {CHECKED_TRITON}'s interpreter checked these bytes; this is Triton {found}"
+    return None
+
+
+def pytest_runtest_setup(item):
+    """Skip, saying why, a test this environment cannot run (its marks: `pyproject.toml`)."""
+    reason = _skip_reason(item)
+    if reason:
+        pytest.skip(reason)
+
+
 @pytest.fixture
 def registry(monkeypatch):
     """The variant registry, restored after the test (register test-only variants here)."""

@@ -112,6 +112,7 @@ def test_cce_says_why_it_cannot_run_on_a_cpu():
     assert row.status == "unsupported" and "libdevice" in row.error
 
 
+@pytest.mark.checked_triton
 @needs_cce
 @pytest.mark.skipif(interpreter.has_gpu_nodes(), reason="with a GPU, Triton kernels run compiled")
 def test_tritons_interpreter_cannot_run_cce_on_a_cpu():

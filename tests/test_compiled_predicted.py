@@ -11,7 +11,7 @@ from cebench import api
 from cebench.analyze.predict import predict
 from cebench.core.config import Config
 
-pytestmark = pytest.mark.compile
+pytestmark = [pytest.mark.compile, pytest.mark.compiled_predicted]
 LLAMA = {"model_type": "llama", "vocab_size": 211, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 6,
          "num_key_value_heads": 2, "intermediate_size": 40, "tie_word_embeddings": False}
 
@@ -28,6 +28,7 @@ def _key(row: object) -> tuple:
     return (row.model, row.variant, row.batch, str(row.activation_checkpointing), str(row.compile))
 
 
+@pytest.mark.reference_torch
 def test_compiled_losses_are_predicted_to_the_byte(tmp_path):
     """Dense and the vendored chunked loss, compiled: at batch 8 inductor's chunked step holds
     nearly what its dense one does (its saved logits are not chunk-sized), unlike eager."""
@@ -59,6 +60,8 @@ def test_a_sharded_compiled_row_says_why_it_is_not_predicted(tmp_path: Path):
     assert row.status == "unsupported" and "predicted unsharded only" in row.error
 
 
+@pytest.mark.reference_torch
+@pytest.mark.needs("triton")
 def test_a_compiled_loss_on_a_gpu_target_is_inductors_triton_code_for_the_card(monkeypatch):
     """Without a GPU or a CUDA build of torch: each partitioned graph is lowered from fake CUDA
     tensors (inductor's Triton wrapper), for the card's SM count. The peaks are explained
@@ -119,6 +122,7 @@ def test_a_gpu_targets_compiled_row_without_triton_says_to_install_it(monkeypatc
     assert compiled.unsupported_reason("cpu") is None
 
 
+@pytest.mark.needs("triton")
 def test_compiled_blocks_are_predicted_to_the_byte(tmp_path):
     """`--compile blocks` (each block compiled in place, as torchtune's compile=True does), in
     cebench's decoder and in transformers' own model, alone and under activation
@@ -136,6 +140,7 @@ def test_compiled_blocks_are_predicted_to_the_byte(tmp_path):
     assert all(r.compile_s > 0 for r in measured if str(r.compile) == "blocks")
 
 
+@pytest.mark.needs("triton")
 def test_the_blocks_of_a_decoder_are_lowered_once_whatever_their_number(monkeypatch, tmp_path):
     """A compiled block is captured per block (Dynamo decides per module) but lowered once per
     distinct graph: a prediction's cost does not grow with the blocks. On an H100 target in

@@ -40,6 +40,7 @@ def test_normal_leaves_out_what_names_the_machine():
     assert docs.normal(here) == docs.normal(there) == ["cebench sweep · cpu (…) · # threads · torch #"]
 
 
+@pytest.mark.needs()
 @pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.slug not in docs.SLOW], ids=lambda b: b.slug)
 def test_an_output_block_is_what_its_command_prints_now(block, at_width):

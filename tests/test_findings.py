@@ -54,6 +54,7 @@ def test_a_figure_wrapped_at_80_columns_still_counts():
     assert findings.missing(row, "peak Δ 590 MiB = 617,558,024 B") == ["peak Δ 589 MiB = 617,558,024 B"]
 
 
+@pytest.mark.needs()
 @pytest.mark.parametrize("row", [pytest.param(r, marks=[pytest.mark.slow] if "--model" in r.command else [])
                                  for r in ROWS if r.command in findings.IN_SUITE],
                          ids=lambda r: shlex.split(r.command)[1])

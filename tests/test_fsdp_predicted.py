@@ -20,6 +20,8 @@ from cebench.models import fsdp
 from cebench.models import training as training_mod
 from cebench.run.grid import GridOptions
 
+pytestmark = [pytest.mark.fsdp_predicted]
+
 # 2 blocks of hidden 64 (4 heads, 2 key/value heads), an untied head of vocab 512: every parameter divides evenly
 # over 2 ranks.
 TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,

@@ -76,6 +76,7 @@ def test_the_plan_line_says_when_other_processes_load_a_small_machine(monkeypatc
     assert (f"this machine is busy (load {load:.1f} on {cores} cores)" in result.stderr) is said
 
 
+@pytest.mark.needs("triton")
 def test_a_chunk_reads_as_a_whole_number_beside_a_row_without_one():
     rows = api.predict(variant="chunked,dense-compiled", target="h100-80gb", batch=1, context=64, vocab=1000,
                        d_model=16, dtype="bf16", ce_chunk=4096)

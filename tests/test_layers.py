@@ -64,3 +64,23 @@ def test_every_module_is_in_a_layer():
 def test_no_import_runs_up_the_layers():
     found = upward_imports()
     assert not found, "imports up the layers:\n" + "\n".join(found)
+
+
+def test_no_module_imports_its_own_package_face():
+    """A module that its package's `__init__` imports never imports from that `__init__` (the
+    package's face) in turn: `from cebench.models import hf` inside `cebench/models/model.py`,
+    which `cebench/models/__init__.py` imports, is a circle that works only while `__init__`
+    keeps its order."""
+    found = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        package = _module(init)
+        faced = {name for node in ast.walk(ast.parse(init.read_text(), str(init)))
+                 for name in _imported(node, package, True)}
+        for path in sorted(init.parent.glob("*.py")):
+            if path.name == "__init__.py" or _module(path) not in faced:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module == package:
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports from {package}, "
+                                 f"whose __init__ imports it")
+    assert not found, "\n".join(found)

@@ -65,6 +65,7 @@ def measure_and_predict(shape: dict, tmp_path) -> tuple:
     return predicted, measured
 
 
+@pytest.mark.checked_triton
 @pytest.mark.skipif(interpreter.has_gpu_nodes(), reason="with a GPU, Triton kernels run compiled")
 @pytest.mark.parametrize(("shape", "held"), SHAPES, ids=lambda s: "-".join(f"{k}{v}" for k, v in s.items())
                          if isinstance(s, dict) else f"held{s}")
@@ -80,6 +81,7 @@ def test_liger_predicted_equals_measured_on_cpu_but_the_interpreters_cycle(shape
     assert predicted.note.startswith("Triton launches skipped (liger_cross_entropy_kernel)")
 
 
+@pytest.mark.checked_triton
 @pytest.mark.skipif(interpreter.has_gpu_nodes(), reason="with a GPU, Triton kernels run compiled")
 @pytest.mark.parametrize("shape", [SHAPES[0][0], SHAPES[3][0]], ids=["sum", "none"])
 def test_without_the_cycle_prediction_is_measurement_to_the_byte(shape, tmp_path, monkeypatch):

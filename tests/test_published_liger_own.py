@@ -43,6 +43,8 @@ from cebench.core import devices
 from liger_harness import SHARED, TARGET, V_FLCE, H, float32_mib, idle_weight, ulp
 from peer_releases import installed, predict_with
 
+pytestmark = [pytest.mark.needs("triton")]
+
 MIB = 2**20
 A100, L40S, H100 = "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA H100 80GB HBM3"
 # linkedin/Liger-Kernel benchmark/data/all_benchmark_data.csv: (GPU, liger_version) → {BT: y_value_50 MiB}

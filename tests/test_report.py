@@ -53,6 +53,7 @@ def every_variant(tmp_path_factory) -> Path:
     return rewrite(path, path.with_name("every.csv"), edit)
 
 
+@pytest.mark.needs("transformers")  # every variant: hf-loss among them
 @pytest.mark.parametrize("width", [80, 100, 120, 160])
 def test_show_reads_whole_at_every_width(every_variant, width, monkeypatch):
     console = Console(width=width, record=True, file=io.StringIO())
@@ -99,6 +100,7 @@ def test_noisy_points_are_marked_with_a_footer(every_variant, tmp_path):
     assert f"{NOISE_MARK} noisy: p25–p75 spread over 10% of the median" in text
 
 
+@pytest.mark.needs("transformers")  # every variant: hf-loss among them
 def test_show_formats_for_a_pull_request(every_variant):
     runner = CliRunner()
     md = runner.invoke(app, ["show", str(every_variant), "--format", "markdown"])

@@ -64,8 +64,8 @@ LOSS = {"context": "6", "vocab": "50", "d_model": "8", "ce_chunk": "10"}
     ("chunked", "cpu", {"grads": "keep"}),
     ("chunked", "cuda", {"retain_graph": "yes", "dtype": "bf16"}),
     ("chunked", "h100-80gb", {"dtype": "bf16"}),
-    ("torch-lce", "cpu", {"reduction": "none"}),
-    ("torch-lce", "h100-80gb", {"dtype": "bf16", "grads": "keep"}),
+    pytest.param("torch-lce", "cpu", {"reduction": "none"}, marks=pytest.mark.torch_lce),
+    pytest.param("torch-lce", "h100-80gb", {"dtype": "bf16", "grads": "keep"}, marks=pytest.mark.torch_lce),
     ("dense", "cuda", {"label_smoothing": "0.1", "dtype": "bf16"}),
     ("chunked-sample", "cpu", {"workload": "sample"}),
 ])
@@ -138,6 +138,7 @@ def test_variants_that_do_not_declare_their_loop_are_traced_whole(tmp_path):
     assert series.predicted(config) == (predict_peak(config), meta.count_flops(config))
 
 
+@pytest.mark.torch_lce
 @pytest.mark.filterwarnings("ignore:linear_cross_entropy. ``options`` ignored")  # label smoothing: full logits
 @pytest.mark.parametrize(("target", "extra"), [
     ("cpu", {}), ("cuda", {"reduction": "none"}), ("h100-80gb", {"label_smoothing": "0.1"}),
@@ -208,7 +209,7 @@ def deep(tmp_path: Path, model_type: str, blocks: int = 7) -> str:
 @pytest.mark.parametrize(("model_type", "variant", "target", "checkpointing", "optimizer"), [
     ("llama", "chunked", "cpu", "blocks", "adamw"),
     ("llama", "dense", "h100-80gb", "none", "adamw"),
-    ("llama", "torch-lce-auto", "h100-80gb", "blocks", "sgd"),
+    pytest.param("llama", "torch-lce-auto", "h100-80gb", "blocks", "sgd", marks=pytest.mark.torch_lce),
     ("gemma2", "dense", "cpu", "none", "none"),  # its softcap of 30 applied
     ("gpt2", "dense", "cuda", "blocks", "adamw"),
     ("llama", "chunked", "h100-80gb", "blocks", "adamw-in-backward"),  # each block's parameters stepped apart

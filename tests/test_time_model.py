@@ -111,7 +111,8 @@ def test_a_predicted_row_carries_the_time_of_its_traced_ops_and_its_tokens_per_s
 
 
 @pytest.mark.parametrize(("grid", "why"), [
-    ({"variant": "cut-cross-entropy"}, "matmuls run inside its Triton kernels"),
+    pytest.param({"variant": "cut-cross-entropy"}, "matmuls run inside its Triton kernels",
+                 marks=pytest.mark.needs("cut_cross_entropy")),
     ({"variant": "dense", "target": "b200"}, "blackwell uncalibrated, hopper's efficiencies used"),
 ])
 def test_a_row_says_what_limits_or_prevents_its_time(grid, why):
@@ -123,7 +124,8 @@ def test_a_row_says_what_limits_or_prevents_its_time(grid, why):
 
 @pytest.mark.parametrize("grid", [
     {"variant": "chunked", "ce_chunk": 10, "context": 6, "vocab": 50, "d_model": 8},
-    {"variant": "torch-lce", "ce_chunk": 10, "context": 6, "vocab": 50, "d_model": 8, "grads": "keep"},
+    pytest.param({"variant": "torch-lce", "ce_chunk": 10, "context": 6, "vocab": 50, "d_model": 8, "grads": "keep"},
+                 marks=pytest.mark.torch_lce),
     {"variant": "chunked", "ce_chunk": 12, "model": "llama-3.2-1b", "context": 6},
 ])
 def test_time_at_any_size_is_extrapolated_exactly(grid):
@@ -177,6 +179,8 @@ def test_a_logits_row_whose_time_does_not_grow_with_its_logits_is_set_apart():
     assert judge_time.summary(flat + growing + fused)["fixed"] == 2
 
 
+@pytest.mark.needs("triton")
+@pytest.mark.compiled_predicted
 def test_the_judged_rows_are_what_this_code_predicts_now():
     """A sample of the committed judgement, predicted again with this environment's code (the
     plain-PyTorch rows: no peer release needed), gives the committed figures."""
@@ -209,6 +213,7 @@ def test_on_this_cpu_the_probe_predicts_steps_measured_beside_them(capsys, tmp_p
             assert 0.2 < p.predicted_time_ms / m.time_ms_median < 5
 
 
+@pytest.mark.fsdp_predicted
 def test_fsdp_collectives_cross_the_link_beside_the_computation(tmp_path):
     """Each all-gather sends the gathered tensor less this rank's shard, each reduce-scatter its
     input less its output, at the card's link rate; the step takes the longer of that and

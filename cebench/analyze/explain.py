@@ -153,12 +153,13 @@ def _kinds(config: Config, timeline: Timeline) -> tuple[str, ...]:
 
 
 def _groups(timeline: Timeline, kinds: tuple[str, ...], event: int | None) -> tuple[Group, ...]:
-    """The blocks alive after `event`, grouped by shape and dtype, then alike entries."""
+    """The blocks alive after `event` that hold bytes (an empty tensor holds none, and a
+    profiler may not see it made), grouped by shape and dtype, then alike entries."""
     if event is None:
         return ()
     entries: dict[tuple, dict[tuple, list[int]]] = {}
     for i, b in enumerate(timeline.blocks):
-        if b.alive_at(event):
+        if b.nbytes and b.alive_at(event):
             group = (b.shape, b.dtype, b.nbytes if b.shape is None else None)
             entries.setdefault(group, {}).setdefault((kinds[i], b.op, b.phase, b.node), []).append(b.nbytes)
     groups = []

@@ -89,7 +89,7 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
             "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
             "compiled rows)" if generated else "",
             "time: FSDP's collectives at the link's datasheet rate (not calibrated), overlapped with the rest"
-            if config.fsdp > 1 else "")))
+            if config.sharded else "")))
     result.note = "; ".join(filter(None, (result.note, said)))
 
 
@@ -106,7 +106,7 @@ def meta_reason(config: Config) -> str | None:
         reason = compiled.unsupported_reason(kind, config.fsdp)
     if not reason and variant.compiles:
         reason = compiled.unsupported_reason(kind, config.fsdp, config.chunks)
-    if not reason and config.fsdp > 1 and not fake_collectives():
+    if not reason and config.sharded and not fake_collectives():
         reason = (f"torch {RELEASE}'s collectives have no meta kernels, so a sharded step "
                   "cannot be followed in a fake world: --fsdp is predicted with torch 2.9 or newer; measure it "
                   "with cebench sweep")

@@ -128,6 +128,16 @@ class Config(_Fields):
         return self.model != NO_MODEL
 
     @property
+    def world(self) -> int:
+        """How many ranks the step runs on (FSDP's world size; 1: one device, unsharded)."""
+        return self.fsdp
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the step runs on more than one rank, each holding a shard (`world` > 1)."""
+        return self.world > 1
+
+    @property
     def tokens(self) -> int:
         return self.batch * self.context
 

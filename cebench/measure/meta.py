@@ -298,7 +298,7 @@ def _host_state(training: training_mod.Training | None, host_counts: bool) -> se
 def _world(config: Config) -> Iterator[sharded.World | None]:
     """The world a step of `config` is sharded in: rank 0 of a fake world of `config.fsdp`
     ranks (`sharded.fake_world`), or None for an unsharded step."""
-    if config.fsdp == 1 or not config.has_model:
+    if not config.sharded or not config.has_model:
         yield None
         return
     with sharded.fake_world(config.fsdp) as world:

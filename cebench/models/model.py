@@ -19,11 +19,11 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import cebench.models.hf as hf_mod
 from cebench.core.devices import out_of_memory
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import user_code
 from cebench.losses.loader import import_object, is_spec
-from cebench.models import hf as hf_mod
 from cebench.models.contract import Built, check
 from cebench.models.spec import ModelSpec, parse, read_config
 

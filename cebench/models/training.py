@@ -232,7 +232,7 @@ def unsharded_only(config: Config) -> str | None:
     """Why `config`'s step cannot be sharded as it asks (None: it can): an optimizer stepped in
     backward steps each parameter from the hook of its gradient's accumulation, which FSDP,
     setting the sharded gradients itself, never runs."""
-    if config.fsdp > 1 and config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
+    if config.sharded and config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
         return (f"{Optimizer.ADAMW_IN_BACKWARD.value} runs unsharded only (--fsdp 1): FSDP sets the sharded "
                 "gradients itself, past the hooks that step it")
     return None

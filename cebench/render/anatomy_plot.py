@@ -53,7 +53,7 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
     ax.set_xlabel(f"predicted step peak ({unit})")
     ax.set_xlim(0, max(top, capacity or 0) / scale * 1.25)
     checkpointing = "blocks checkpointed" if c.activation_checkpointing == Checkpointing.BLOCKS else "no checkpointing"
-    sharded = f" · FSDP ×{c.fsdp} (per rank)" if c.fsdp > 1 else ""
+    sharded = f" · FSDP ×{c.fsdp} (per rank)" if c.sharded else ""
     sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
     title = (f"{c.model} · {c.optimizer} · {checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
              f"{c.dtype} · {c.device}")

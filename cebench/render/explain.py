@@ -84,7 +84,7 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
     from cebench.render.anatomy_plot import label
 
     c = anatomies[0].config
-    sharded = f" · FSDP ×{c.fsdp}, per rank" if c.fsdp > 1 else ""
+    sharded = f" · FSDP ×{c.fsdp}, per rank" if c.sharded else ""
     sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
     timed = any(a.time_ms is not None for a in anatomies)
     table = Table(anatomy_columns(timed), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "

@@ -99,7 +99,7 @@ def fit_note(fitted: Fitted) -> str:
                          else f"checkpointing {c.activation_checkpointing}")
         if "compile" in names or c.compile == Compile.BLOCKS:
             checkpointing += ", blocks compiled as each group says" if "compile" in names else ", blocks compiled"
-        sharded = any(f.config.fsdp > 1 for f in fitted.fits)
+        sharded = any(f.config.sharded for f in fitted.fits)
         ranks = (", with FSDP one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
                  "max batch is per rank" if sharded else "")
         inputs = (f"the whole training step of {c.model}: parameters, gradients, {optimizer} state, activations "

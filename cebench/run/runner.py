@@ -135,7 +135,7 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
 def _unsupported(config: Config) -> str | None:
     """Why `config`'s variant cannot run here or lacks a semantics the point asks for, or None."""
     variant = variants.get(config.variant)
-    if config.compile == Compile.BLOCKS and config.fsdp > 1:
+    if config.compile == Compile.BLOCKS and config.sharded:
         return "compiled blocks are measured unsharded only (--fsdp 1)"
     return training.unsharded_only(config) or variant.unsupported_reason(config.device) or variant.lacks(config)
 
@@ -151,7 +151,7 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     (`sharded`), set up as `child` (default: this process's threads and the point's device;
     a user's variant needs its spec there), waiting at most `timeout_s` seconds (None: for ever)."""
     device = devices.get(config.device)
-    if config.fsdp > 1 and config.compile == Compile.NONE:
+    if config.sharded and config.compile == Compile.NONE:
         return sharded(config, settings, child or Child(device=config.device), timeout_s, device.model_name())
     result = Result.blank(config, device.model_name())
     reason = _unsupported(config)
@@ -268,7 +268,7 @@ def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Calla
     floors: dict[tuple[object, ...], float | None] = {}
 
     def measure(point: Config) -> Result:
-        if point.fsdp > 1:  # its ranks are processes of its own
+        if point.sharded:  # its ranks are processes of its own
             result = sharded(point, settings, child, timeout_s, names.get(point.device, ""))
             names[point.device] = result.device_name or names.get(point.device, "")
             return result
