@@ -150,8 +150,6 @@ def _skip_reason(item) -> str | None:
     if item.get_closest_marker("reference_torch") and release != REFERENCE_TORCH:
         return (f"asserts torch {REFERENCE_TORCH[0]}.{REFERENCE_TORCH[1]}'s figures, which torch "
                 f"{torch_names.RELEASE} changes (README: the torch builds)")
-    if item.get_closest_marker("compiled_predicted") and not torch_names.LOWERS_BACKWARD_AHEAD:
-        return f"torch {torch_names.RELEASE} cannot have a compiled step predicted (2.9 on)"
     if item.get_closest_marker("fsdp_predicted") and not torch_names.fake_collectives():
         return f"torch {torch_names.RELEASE} cannot have a sharded step predicted (2.9 on)"
     if item.get_closest_marker("torch_lce") and not hasattr(torch.nn.functional, "linear_cross_entropy"):

@@ -9,16 +9,22 @@ import pytest
 
 from cebench import api
 from cebench.analyze.predict import predict
+from cebench.core import torch_names
 from cebench.core.config import Config
 
-pytestmark = [pytest.mark.compile, pytest.mark.compiled_predicted]
+pytestmark = pytest.mark.compile
 LLAMA = {"model_type": "llama", "vocab_size": 211, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 6,
          "num_key_value_heads": 2, "intermediate_size": 40, "tie_word_embeddings": False}
 
 
 def _same(measured: list, predicted: list) -> None:
+    """Each measured row predicted to the byte; on torch 2.8, whose Dynamo can break transformers'
+    decoder block into several graphs, such a compiled row may be unsupported instead, saying so."""
     assert len(measured) == len(predicted)
     for m, p in zip(sorted(measured, key=_key), sorted(predicted, key=_key), strict=True):
+        if torch_names.RELEASE.startswith("2.8.") and m.model.startswith("hf:") and p.status == "unsupported":
+            assert str(m.compile) == "blocks" and "graphs (Python runs between them)" in p.error, p.error
+            continue
         assert m.status == p.status == "ok", (m.error, p.error)
         assert (m.base_bytes, m.peak_bytes) == (p.base_bytes, p.peak_bytes), _key(m)
         assert m.flops == p.flops  # inductor's code runs its eager twin's matmuls

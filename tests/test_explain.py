@@ -192,7 +192,6 @@ def test_usage_errors_are_one_line_exit_2_without_torch(args, message):
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
-@pytest.mark.compiled_predicted
 @pytest.mark.reference_torch
 @pytest.mark.slow
 @pytest.mark.compile

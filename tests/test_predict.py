@@ -9,7 +9,6 @@ from typer.testing import CliRunner
 from cebench.analyze.predict import fit, predict
 from cebench.cli import app
 from cebench.core import devices
-from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD
 from cebench.measure.meta import predict_peak
 from cebench.measure.tracker import StorageTracker
 from cebench.run.runner import Settings, run
@@ -143,12 +142,11 @@ def test_predict_and_fit_commands(tmp_path):
     # 2 batches × (dense, chunked, dense-compiled, chunked-compiled, torch-lce, cce); on a CPU target
     # torch-lce-auto and liger-kernel (Triton's interpreter) are on request only
     assert len(text) == 1 + 2 * 6 and all(",predicted," in line for line in text[1:] if ",ok," in line)
-    # the CUDA-only peer cannot be predicted here (compiled variants are, as inductor's code runs, on a torch
-    # that lowers a compiled backward ahead: 2.9 on; torch-lce needs 2.13)
+    # the CUDA-only peer cannot be predicted here (compiled variants are, as inductor's code runs; torch-lce
+    # needs torch 2.13)
     unsupported = {line.split(",")[0] for line in text[1:] if ",unsupported," in line}
-    expected = {"cut-cross-entropy"} | ({"dense-compiled", "chunked-compiled"} if not LOWERS_BACKWARD_AHEAD
-                                        else set()) | ({"torch-lce"} if not hasattr(torch.nn.functional,
-                                                                                   "linear_cross_entropy") else set())
+    expected = {"cut-cross-entropy"} | ({"torch-lce"} if not hasattr(torch.nn.functional, "linear_cross_entropy")
+                                        else set())
     assert unsupported == expected and sum(",unsupported," in line for line in text) == 2 * len(expected)
     for command in (["show", str(out)], ["check", str(out), "--baseline", str(out), "--time-tol", "5%"]):
         res = runner.invoke(app, command)

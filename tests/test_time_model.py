@@ -180,7 +180,6 @@ def test_a_logits_row_whose_time_does_not_grow_with_its_logits_is_set_apart():
 
 
 @pytest.mark.needs("triton")
-@pytest.mark.compiled_predicted
 def test_the_judged_rows_are_what_this_code_predicts_now():
     """A sample of the committed judgement, predicted again with this environment's code (the
     plain-PyTorch rows: no peer release needed), gives the committed figures."""

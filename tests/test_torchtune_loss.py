@@ -46,7 +46,6 @@ def test_measured_on_this_cpu_as_predicted(tmp_path):
 
 
 @pytest.mark.needs("triton")
-@pytest.mark.compiled_predicted
 @pytest.mark.compile
 def test_on_a_gpu_the_compiled_loss_saves_no_fp32_chunk():
     """bf16 on an H100. Eager, the forward's peak holds the 8 bf16 logit chunks (the model's

@@ -46,7 +46,7 @@ from torch import nn
 
 from cebench.core import targets
 from cebench.core.patched import patched
-from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, RELEASE, outside_dispatch_modes
+from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, outside_dispatch_modes
 from cebench.measure.costs import INDUCTOR_KERNEL
 from cebench.measure.device_view import cuda_answers, unseen
 
@@ -71,10 +71,6 @@ def unsupported_reason(kind: str, fsdp: int = 1, chunks: int = 1) -> str | None:
                 "cebench sweep")
     if fsdp > 1:
         return "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
-    if not LOWERS_BACKWARD_AHEAD:
-        return (f"torch {RELEASE} lowers a compiled backward only when it first runs, where "
-                "a prediction cannot follow it: a compiled step is predicted with torch 2.9 or newer; measure it "
-                "with cebench sweep")
     if not torch._dynamo.is_dynamo_supported():
         return "torch.compile (Dynamo) is not supported on this Python/platform"
     if kind == "cuda" and importlib.util.find_spec("triton") is None:
@@ -269,15 +265,37 @@ def _made_fake(module: nn.Module) -> None:
 def _lowered(graph: _Graph, gpu: targets.Target | None) -> Callable[..., Any]:
     """The compiled forward-and-backward of `graph` for a CPU (`gpu` None) or for the card
     `gpu`: AOTAutograd's partition and inductor's code, its kernels never built."""
+    with _lowering(gpu):
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+        inner = compile_fx_inner if gpu is None else _on_gpu(compile_fx_inner)
+        if not LOWERS_BACKWARD_AHEAD:  # torch 2.8 lowers the backward when it first runs, inside the step
+            inner = _in_lowering(inner, gpu)
+        return cast("Callable[..., Any]", compile_fx(graph.module, list(graph.example_inputs), inner_compile=inner))
+
+
+@contextlib.contextmanager
+def _lowering(gpu: targets.Target | None) -> Iterator[None]:
+    """Within: inductor lowers a graph for `gpu` (None: the CPU) without building a kernel,
+    unseen by the step's tracker and its saved-tensors hooks."""
     from torch.utils._python_dispatch import _disable_current_modes
 
     with _disable_current_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings(), \
             _no_kernels(), _as_card(gpu):
         warnings.simplefilter("ignore")
-        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+        yield
 
-        inner = compile_fx_inner if gpu is None else _on_gpu(compile_fx_inner)
-        return cast("Callable[..., Any]", compile_fx(graph.module, list(graph.example_inputs), inner_compile=inner))
+
+def _in_lowering(inner: Callable[..., Any], gpu: targets.Target | None) -> Callable[..., Any]:
+    """`inner` (inductor's compiler of one partitioned graph) run inside `_lowering`, wherever it
+    is called: torch 2.8's AOTAutograd calls it for the backward lazily, during the step's first
+    backward, outside the forward's lowering."""
+
+    def lowered(*args: Any, **kwargs: Any) -> Any:
+        with _lowering(gpu):
+            return inner(*args, **kwargs)
+
+    return lowered
 
 
 def _on_gpu(inner: Callable[..., Any]) -> Callable[..., Any]:
@@ -364,8 +382,9 @@ def _no_kernels() -> Iterator[None]:
         return _NOTHING
 
     compiler = async_compile.AsyncCompile
+    ahead = {"force_non_lazy_backward_lowering": True} if LOWERS_BACKWARD_AHEAD else {}  # 2.8: `_in_lowering`
     with torch._inductor.config.patch(fx_graph_cache=False), \
-            torch._functorch.config.patch(force_non_lazy_backward_lowering=True, enable_autograd_cache=False), \
+            torch._functorch.config.patch(enable_autograd_cache=False, **ahead), \
             patched(codecache.PyCodeCache, {"load_by_key_path": classmethod(load)}), \
             patched(compiler, {"cpp_pybinding": kernel, "cpp": kernel, "triton": kernel,
                                "wait": lambda self, scope: None}):

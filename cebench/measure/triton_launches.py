@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import importlib.util
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -82,13 +83,16 @@ class Skipped:
 
 
 def _where(package: str) -> str:
-    """The folder the imported top-level `package` was imported from ('?' when not imported)."""
+    """The folder top-level `package` was imported from, or would be ('?' where there is none)."""
     module = sys.modules.get(package)
-    location = getattr(module, "__file__", None)
-    if location:
+    if module is not None:
+        location, paths = getattr(module, "__file__", None), list(getattr(module, "__path__", ()))
+    else:
+        spec = importlib.util.find_spec(package)
+        location, paths = (None, []) if spec is None else (spec.origin, list(spec.submodule_search_locations or ()))
+    if location and location != "namespace":
         return str(Path(location).parents[1])
-    paths = list(getattr(module, "__path__", ()))  # a namespace package (liger-kernel 0.2): no __init__
-    return str(Path(paths[0]).parent) if paths else "?"
+    return str(Path(paths[0]).parent) if paths else "?"  # a namespace package (liger-kernel 0.2): no __init__
 
 
 def _version(package: str) -> str | None:
