@@ -144,7 +144,13 @@ def test_fit_answers_for_liger_in_a_model():
 
 def test_the_note_says_when_the_installed_liger_is_another(monkeypatch):
     skipped = triton_launches.Skipped({"liger_cross_entropy_kernel"}, {"liger_kernel"})
-    monkeypatch.setitem(triton_launches.CHECKED, "liger_kernel", ("liger-kernel", ("0.0.1", "0.0.2")))
+    from dataclasses import replace
+
+    from cebench.losses import variants
+
+    liger = variants.REGISTRY["liger-kernel"]
+    monkeypatch.setitem(variants.REGISTRY, "liger-kernel", replace(liger, peer=replace(liger.peer, checked=("0.0.1",
+                                                                                                          "0.0.2"))))
     assert "(cebench checked 0.0.1, 0.0.2: its buffers may differ)" in skipped.note()
     assert triton_launches.Skipped().note() == ""
 

@@ -267,3 +267,30 @@ def test_liger_runs_on_cpu_interpreted_or_says_what_to_install():
     else:  # Triton's interpreter: cebench chose it when imported, before triton was
         assert reason is None
     assert "liger-kernel" not in variants.defaults("loss", "cpu")  # interpreted: too slow for a default sweep
+
+
+def test_a_variant_declares_the_peer_code_that_sees_the_target(registry, tmp_path, monkeypatch):
+    """Code that branches on its tensors' device takes its GPU branch in a prediction for a GPU
+    only where its variant names its modules (`Variant.peer`): no list elsewhere to extend."""
+    from dataclasses import replace
+
+    from cebench.api import predict
+
+    write(tmp_path / "branching_peer.py", '''
+        import torch
+        import torch.nn.functional as F
+
+        def loss(h, weight, targets, *_):
+            if h.device.type == "cuda":  # a GPU-only buffer: 1 MiB
+                torch.empty(2**20, dtype=torch.uint8, device=h.device).fill_(0)
+            return F.cross_entropy(F.linear(h, weight).float(), targets)
+    ''')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plain = variants.register(variants.Variant("branching", "loss", "branching_peer:loss", chunked=False,
+                                               compiled=False, summary="branches on its device"))
+    grid = {"variant": "branching", "batch": 2, "context": 8, "vocab": 64, "d_model": 8, "dtype": "bf16"}
+    (unseen,) = predict(target="h100-80gb", **grid)
+    registry.REGISTRY["branching"] = replace(plain, peer=variants.Peer(("branching_peer",), "branching-peer"))
+    (seen,) = predict(target="h100-80gb", **grid)
+    assert (unseen.status, seen.status) == ("ok", "ok"), (unseen.error, seen.error)
+    assert seen.peak_delta_bytes == 2**20 > unseen.peak_delta_bytes  # its GPU branch ran: its buffer is the peak

@@ -70,6 +70,19 @@ def _named(path: str) -> object:
 
 
 @dataclass(frozen=True)
+class Peer:
+    """A peer's code, as a prediction follows it on meta: the `modules` (name prefixes) whose
+    Python sees the target GPU (`cebench.measure.device_view`), the distribution they come
+    from (`dist`), and the releases of it whose code cebench's rules were checked against
+    (`checked`: the installed one, and those that measured published figures; empty: none
+    named, the code torch ships)."""
+
+    modules: tuple[str, ...]
+    dist: str
+    checked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Variant:
     """One implementation under test.
 
@@ -95,7 +108,9 @@ class Variant:
     ``'module:function'`` that maps a point to another variant's whose step is this one's,
     op for op (`traced_as`). `logits_fn`: what the variant is on the logits workload, where
     it has a meaning there (dense: `F.cross_entropy` of the given logits; Liger: its
-    cross-entropy kernel): ``fn(logits, targets, **semantics)`` (`on`).
+    cross-entropy kernel): ``fn(logits, targets, **semantics)`` (`on`). `peer`: the peer's
+    code it runs, which a prediction shows the target (`Peer`; every registered variant's is
+    shown it: `peer_modules`).
     """
 
     name: str
@@ -119,6 +134,7 @@ class Variant:
     affine_in_rows: bool = False
     same_steps: str | None = None
     logits_fn: Fn | str | None = None
+    peer: Peer | None = None
 
     @property
     def workloads(self) -> tuple[str, ...]:
@@ -216,6 +232,17 @@ class Variant:
 
 REGISTRY: dict[str, Variant] = {}
 _PENDING: dict[str, str] = {}  # entry-point variants not imported yet: name → 'module:attr'
+
+
+def peer_modules() -> tuple[str, ...]:
+    """The module name prefixes of every registered variant's peer code (`Variant.peer`): the
+    code a prediction shows the target."""
+    return tuple(dict.fromkeys(m for v in REGISTRY.values() if v.peer is not None for m in v.peer.modules))
+
+
+def checked_releases() -> dict[str, Peer]:
+    """Each peer's top-level package → its `Peer`, for the registered variants that run one."""
+    return {m.split(".")[0]: v.peer for v in REGISTRY.values() if v.peer is not None for m in v.peer.modules}
 
 
 def register(variant: Variant) -> Variant:
@@ -343,27 +370,31 @@ register(compiled(_dense))
 register(compiled(_chunked))
 TORCH_LCE = Requires(torch_attr="linear_cross_entropy", torch_version="2.13")
 LCE_FEATURES = frozenset({"label_smoothing", "reduction"})
+# torch's linear cross-entropy branches on its input's device: shown the target, like a peer's code.
+TORCH_LCE_CODE = Peer(("torch.nn.modules.linear_cross_entropy",), "torch")
 register(Variant("torch-lce", LOSS, f"{_IMPL}:torch_linear_cross_entropy", chunked=True, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions(batch_chunk_size=ce_chunk)",
-                 requires=TORCH_LCE, supports=LCE_FEATURES, affine_in_rows=True))
+                 requires=TORCH_LCE, supports=LCE_FEATURES, affine_in_rows=True, peer=TORCH_LCE_CODE))
 register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_auto", chunked=False, compiled=False,
                  summary="F.linear_cross_entropy, LinearCrossEntropyOptions() (torch picks the chunks)",
                  requires=TORCH_LCE, on_request_on=("cpu",), supports=LCE_FEATURES,  # CPU: 2-row chunks, ~17x dense
-                 same_steps=f"{_IMPL}:torch_lce_auto_steps"))
+                 same_steps=f"{_IMPL}:torch_lce_auto_steps", peer=TORCH_LCE_CODE))
 # On a CPU Liger's kernels run under Triton's interpreter (tested for correctness; too slow for a default sweep).
 register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
                  summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks; logits: its "
                          "cross-entropy kernel)",
                  requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),)),
                  on_request_on=("cpu",), triton_kernels=True, interpreted_on=("cpu",), supports=ALL_FEATURES,
-                 logits_fn=f"{_IMPL}:liger_cross_entropy"))
+                 logits_fn=f"{_IMPL}:liger_cross_entropy",
+                 peer=Peer(("liger_kernel",), "liger-kernel", ("0.2.1", "0.4.1", "0.4.2", "0.6.0", "0.8.5"))))
 register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunked=False, compiled=False,
                  summary="Apple's Cut Cross-Entropy, impl='cce' (Triton; no logits in memory; bf16/fp16 only)",
                  devices=("cuda",),
                  devices_reason="Triton's interpreter cannot run them on a CPU, as they call libdevice (log1p in "
                                 "every log-sum-exp, tanh for a softcap), which it does not implement",
                  requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),)),
-                 triton_kernels=True, kernel_matmuls=True, supports=frozenset({"softcap", "reduction"})))
+                 triton_kernels=True, kernel_matmuls=True, supports=frozenset({"softcap", "reduction"}),
+                 peer=Peer(("cut_cross_entropy",), "cut-cross-entropy", ("25.1.1",))))
 register(Variant("hf-loss", LOSS, f"{_IMPL}:transformers_causal_lm_loss", chunked=False, compiled=False,
                  summary="transformers' own causal-LM loss: lm_head logits, ForCausalLMLoss (fp32 upcast)",
                  requires=Requires(packages=(("transformers", "transformers (or cebench[hf])"),)), on_request=True,

@@ -382,9 +382,10 @@ def _no_kernels() -> Iterator[None]:
         return _NOTHING
 
     compiler = async_compile.AsyncCompile
-    ahead = {"force_non_lazy_backward_lowering": True} if LOWERS_BACKWARD_AHEAD else {}  # 2.8: `_in_lowering`
-    with torch._inductor.config.patch(fx_graph_cache=False), \
-            torch._functorch.config.patch(enable_autograd_cache=False, **ahead), \
+    functorch: dict[str, Any] = {"enable_autograd_cache": False}
+    if LOWERS_BACKWARD_AHEAD:  # else (2.8) `_in_lowering` lowers the backward when it runs
+        functorch["force_non_lazy_backward_lowering"] = True
+    with torch._inductor.config.patch(fx_graph_cache=False), torch._functorch.config.patch(functorch), \
             patched(codecache.PyCodeCache, {"load_by_key_path": classmethod(load)}), \
             patched(compiler, {"cpp_pybinding": kernel, "cpp": kernel, "triton": kernel,
                                "wait": lambda self, scope: None}):

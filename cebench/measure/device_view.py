@@ -2,12 +2,13 @@
 
 Peers branch on where their tensors are: torch's `F.linear_cross_entropy` chooses its
 buffers by `input.device.type == "cuda"`. On `meta` they would take their host branch and
-allocate what a GPU never does. Inside `seen_as(kind)`, the code of the modules in `PEERS`
-reads a meta tensor's `device` as the target's (`cuda:0`), and a tensor asked for on a
-device of that kind (by a factory such as `torch.empty`, `Tensor.new_zeros` or `.to`) is
-made on `meta`; torch's own kernels, and every other module, still see `meta`. Both are
-patched on the `torch` module and `torch.Tensor` for the duration, so that they hold in the
-autograd engine's calls of a peer's backward too.
+allocate what a GPU never does. Inside `seen_as(kind)`, the peers' code (the modules each
+variant declares its code is in: `Variant.peer`) reads a meta tensor's `device` as the
+target's (`cuda:0`), and a tensor asked for on a device of that kind (by a factory such as
+`torch.empty`, `Tensor.new_zeros` or `.to`) is made on `meta`; torch's own kernels, and
+every other module, still see `meta`. Both are patched on the `torch` module and
+`torch.Tensor` for the duration, so that they hold in the autograd engine's calls of a
+peer's backward too.
 
 A peer's code also asks `torch.cuda` about the card (Liger-Kernel accumulates its weight
 gradient in place with `addmm(out=)` where `get_device_capability()[0] >= 8`, else through
@@ -32,9 +33,8 @@ import torch
 
 from cebench.core import targets
 from cebench.core.patched import patched
+from cebench.losses import variants
 
-# The modules whose code sees the target: the peers' own Python (module name prefixes).
-PEERS: tuple[str, ...] = ("torch.nn.modules.linear_cross_entropy", "liger_kernel", "cut_cross_entropy")
 # What makes a tensor on a device named by a `device=` keyword (or, for `to`, an argument).
 FACTORIES: tuple[str, ...] = ("empty", "zeros", "ones", "full", "empty_strided", "arange", "tensor", "as_tensor",
                               "rand", "randn", "randint", "empty_like", "zeros_like", "ones_like", "full_like")
@@ -44,10 +44,10 @@ _TORCH_FACTORIES = {name: getattr(torch, name) for name in FACTORIES}  # torch's
 _TENSOR_METHODS = {name: getattr(torch.Tensor, name) for name in METHODS}
 
 
-def _from_peer(depth: int = 2) -> bool:
-    """Whether the code `depth` frames up is a peer's."""
+def _from_peer(peers: tuple[str, ...], depth: int = 2) -> bool:
+    """Whether the code `depth` frames up is in one of the modules `peers` (name prefixes)."""
     name = sys._getframe(depth).f_globals.get("__name__", "")
-    return bool(name.startswith(PEERS))
+    return bool(name.startswith(peers))
 
 
 def _on_meta(kind: str, fn: Callable[..., Any], positional: bool, stand_in: str) -> Callable[..., Any]:
@@ -110,18 +110,18 @@ def cuda_answers(gpu: targets.Target) -> dict[str, Callable[..., Any]]:
             "get_device_name": lambda device=None: gpu.model}
 
 
-def _for_peers(answer: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
-    """`answer` to a peer's call, `original` to anyone else's."""
+def _for_peers(answer: Callable[..., Any], original: Callable[..., Any], peers: tuple[str, ...]) -> Callable[..., Any]:
+    """`answer` to a call from the modules `peers`, `original` to anyone else's."""
     @functools.wraps(original)
     def asked(*args: Any, **kwargs: Any) -> Any:
-        return answer(*args, **kwargs) if _from_peer() else original(*args, **kwargs)
+        return answer(*args, **kwargs) if _from_peer(peers) else original(*args, **kwargs)
 
     return asked
 
 
 @contextlib.contextmanager
 def seen_as(kind: str, gpu: targets.Target | None = None, stand_in: str = "meta") -> Iterator[None]:
-    """Within: a meta tensor's `device` is `kind`'s first device to the peers' code (`PEERS`),
+    """Within: a meta tensor's `device` is `kind`'s first device to the peers' code (`Variant.peer`),
     a tensor made on a `kind` device is made on `meta`, and for 'cuda' the peers' questions to
     `torch.cuda` are answered from `gpu` (None: `targets.DEFAULT_GPU`). `kind` 'cpu' changes
     nothing (a meta tensor takes a peer's host branch already). `stand_in`: the device type
@@ -132,15 +132,16 @@ def seen_as(kind: str, gpu: targets.Target | None = None, stand_in: str = "meta"
     seen = torch.device(kind, 0)
     answers = cuda_answers(gpu or targets.DEFAULT_GPU) if kind == "cuda" else {}
     cuda = {name: getattr(torch.cuda, name) for name in answers}
+    peers = variants.peer_modules()
 
     def device(self: torch.Tensor) -> torch.device:
         real = _REAL_DEVICE.__get__(self)
-        return seen if real.type == stand_in and _from_peer() else real
+        return seen if real.type == stand_in and _from_peer(peers) else real
 
     methods = {name: _on_meta(kind, getattr(torch.Tensor, name), name == "to", stand_in) for name in METHODS}
     factories = {name: _on_meta(kind, getattr(torch, name), False, stand_in) for name in FACTORIES}
     with patched(torch.Tensor, {"device": property(device), **methods}), patched(torch, factories), \
-            patched(torch.cuda, {name: _for_peers(answers[name], fn) for name, fn in cuda.items()}):
+            patched(torch.cuda, {name: _for_peers(answers[name], fn, peers) for name, fn in cuda.items()}):
         yield
 
 

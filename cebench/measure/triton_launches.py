@@ -17,7 +17,7 @@ launch would have written is unknown afterwards: `on_skip` is given its tensor a
 and its kernel's name (`cebench.measure.data_reads` forgets what it knew of their values;
 `cebench.measure.costs` counts the launch). The kernels skipped
 are listed by name in `Skipped.kernels`; `followed` names the peer package whose Python
-the trace followed, with the versions cebench's rules were checked against.
+the trace followed, with the versions cebench's rules were checked against (`Variant.peer`).
 
 triton is imported only by `skipped(needed=True)` or when it is imported already: a step
 of a variant that runs no Triton kernel neither needs nor pays for it.
@@ -38,14 +38,7 @@ from torch.utils._pytree import tree_flatten
 
 from cebench.core import interpreter
 from cebench.core.patched import patched
-
-# The peer packages whose Python the trace follows around skipped launches, and the versions
-# whose code cebench's rules (`cebench.measure.data_reads`, `cebench.measure.device_view`, their
-# residues) were checked against: the installed one, and the releases that measured published
-# figures (tests/test_published_liger_own.py traces each).
-CHECKED: dict[str, tuple[str, tuple[str, ...]]] = {
-    "liger_kernel": ("liger-kernel", ("0.2.1", "0.4.1", "0.4.2", "0.6.0", "0.8.5")),
-    "cut_cross_entropy": ("cut-cross-entropy", ("25.1.1",))}
+from cebench.losses import variants
 
 
 @dataclass
@@ -67,8 +60,10 @@ class Skipped:
         if not self.kernels:
             return compiled.removeprefix("; ")
         followed = []
+        declared = variants.checked_releases()  # each peer's releases, as its variant declares them
         for package in sorted(self.packages):
-            dist, checked = CHECKED.get(package, (package.replace("_", "-"), None))
+            peer = declared.get(package)
+            dist, checked = (package.replace("_", "-"), None) if peer is None else (peer.dist, peer.checked)
             version = _version(package)
             if version is None:
                 followed.append(f"{package} at {_where(package)} (no release: cebench checked none of its code)")
