@@ -120,3 +120,12 @@ def test_a_frozen_heap_still_frees_what_its_steps_made_and_thaws_what_it_froze()
         gc.collect()
         if frozen_by_the_suite:
             gc.freeze()
+
+
+def test_a_device_says_whether_it_is_the_host_or_a_gpu():
+    """Callers ask the device, never compare its kind's name."""
+    from cebench.core import devices as devices_mod
+
+    assert devices_mod.get("cpu").is_host and not devices_mod.get("cpu").is_gpu
+    for name in ("cuda", "h100-80gb", "mi300x"):
+        assert devices_mod.get(name).is_gpu and not devices_mod.get(name).is_host

@@ -52,7 +52,7 @@ def predict(config: Config) -> Result:
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
     result.note = reading.note  # what the trace did not run (Triton launches skipped)
-    if (variants.get(config.variant).compiles or config.compile == Compile.BLOCKS) and target.kind == "cuda":
+    if (variants.get(config.variant).compiles or config.compile == Compile.BLOCKS) and target.is_gpu:
         result.note = "; ".join(filter(None, (result.note, compiled.GPU_NOTE)))
     result.flops = flops
     if config.has_model:
@@ -73,7 +73,8 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
     `predicted_time_ms` and the non-padding tokens per second it gives, and on its note why
     it is missing or what limits it (on a GPU, a step under `timemodel.SHORT_MS`; a family
     whose efficiencies are borrowed, compiled kernels)."""
-    if not devices.get(config.device).is_target and config.device != "cpu":
+    device = devices.get(config.device)
+    if not device.is_target and not device.is_host:
         return
     said = (time_reason(config) or "time not predicted: its ops did not repeat along the batch or the blocks as its "
             "memory did") if time_ms is None else None

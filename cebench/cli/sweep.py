@@ -172,7 +172,7 @@ def _announce(s: Sweep) -> None:
         speeds = ", ".join(f"{r / 1e9:,.0f} GFLOP/s in {d}" for d, r in estimate.rates.items())
         parts.append(f"matmul work alone ≥ {format_duration(estimate.floor_s)} at the {speeds} a matmul reaches "
                      "here now" + f", plus {estimate.compilations} compilations" * bool(estimate.compilations))
-    loaded = busy() if s.device.kind == "cpu" else None
+    loaded = busy() if s.device.is_host else None
     if loaded:
         parts.append(f"this machine is busy (load {loaded[0]:.1f} on {loaded[1]} cores): every time measured now "
                      "is inflated")

@@ -61,7 +61,7 @@ def verify(
         verified = api.verify(variant=variant, device=device, dtype=ctx.params["dtype"], temperature=temperature,
                               vocab=vocab, draws=draws, ce_chunk=ce_chunk, **semantics)
     loss_checks, sampler_checks = verified.losses, verified.samplers
-    here = "this CPU" if verified.device == "cpu" else "this GPU"
+    here = "this CPU" if devices.get(verified.device).is_host else "this GPU"
     for name, reason in verified.skipped.items():
         out.print(f"not checked (cannot run on {here}): {name}: {reason}", style="yellow", highlight=False)
     if loss_checks:

@@ -106,6 +106,16 @@ class Device(ABC):
         """A named GPU target (for predictions), not a kind of device."""
         return bool(self.family)
 
+    @property
+    def is_host(self) -> bool:
+        """Whether a step here runs on the host's CPU (not an accelerator)."""
+        return isinstance(self, CPU)
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether a step here runs on a CUDA GPU (any, or a named target)."""
+        return isinstance(self, CUDA)
+
     def block_bytes(self, nbytes: int) -> int:
         """Bytes the allocator charges for a request of `nbytes`: rounded up to `granularity`."""
         return round_up(nbytes, self.granularity)

@@ -107,7 +107,7 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
     if mesh is None and not _reads_data(config):  # an op's outputs on meta are remembered: the ops below are known
         tracker.cache = OpCache()
-    if mesh is not None and target.kind == "cpu":  # measured with gloo, which holds buffers inside collectives
+    if mesh is not None and target.is_host:  # measured with gloo, which holds buffers inside collectives
         tracker.temporaries = sharded.gloo_temporaries
     if training is not None:
         tracker.model = ([p for p in map(fsdp.local, training.params) if held(p)],
@@ -346,7 +346,7 @@ def time_reason(config: Config) -> str | None:
     neither a named GPU with a time model nor this CPU, or its step runs kernels the model
     does not see."""
     target = targets_mod.BY_NAME.get(config.device)
-    if target is None and config.device != "cpu":
+    if target is None and not devices.get(config.device).is_host:
         return "time is predicted for a named GPU target or this CPU only (cebench targets)"
     variant = variants.REGISTRY.get(config.variant)
     if variant is not None and variant.kernel_matmuls:
@@ -367,7 +367,7 @@ def time_of(ops: Mapping[timemodel.OpCost, int], device: str) -> float | None:
     """The time (ms) of a step that ran `ops` on `device`: a named GPU with its family's
     efficiencies, or this CPU with its probe's rates (`cebench.measure.probe`); None on any
     other device."""
-    if device == "cpu":
+    if devices.get(device).is_host:
         measured = probe.probe()
         return timemodel.step_ms(ops, measured.target(), measured.efficiency())
     card = targets_mod.BY_NAME.get(device)
