@@ -1,11 +1,12 @@
 """Private torch names cebench imports whose home or name differs between the releases it
-supports (`cebench.core.version.SUPPORTED`), each resolved here once with the releases it
+supports (`cebench.core.version.TORCH_RANGE`), each resolved here once with the releases it
 was checked in. Every other module imports them from here, so a release that moves one
 more fails here, naming it, and is fixed here.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
@@ -38,6 +39,14 @@ is_non_overlapping_and_dense = _dense_check()
 LOWERS_BACKWARD_AHEAD: bool = hasattr(torch._functorch.config, "force_non_lazy_backward_lowering")
 
 
+def dynamo_frames() -> int:
+    """How many frames Dynamo has begun to convert in this process (its `frames` counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["frames"]["total"])
+
+
+@functools.cache
 def fake_collectives() -> bool:
     """Whether torch's c10d collectives have meta kernels, which a fake world of ranks under
     `FakeTensorMode` runs (torch 2.9 on; 2.8 has none: an FSDP step cannot be followed)."""
@@ -54,10 +63,12 @@ def _heads_as_query(query: Sequence[int], *others: Sequence[int]) -> list[tuple[
     return [(s[0], query[1], *s[2:]) for s in others]
 
 
+@functools.cache
 def _grouped_query_formulas() -> dict[str, Callable[..., int]]:
     """Replacements for the attention FLOP formulas of `torch.utils.flop_counter` that assert
     the key has the query's heads (torch 2.8: grouped-query attention, Llama's, fails them;
-    2.9 on count it); {} where torch's own count it."""
+    2.9 on count it); {} where torch's own count it. Probed once per process (each trace
+    enters `grouped_query_flops`), before any replaces them."""
     from torch.utils import flop_counter
 
     try:

@@ -46,7 +46,7 @@ from torch import nn
 
 from cebench.core import targets
 from cebench.core.patched import patched
-from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, outside_dispatch_modes
+from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_frames, outside_dispatch_modes
 from cebench.measure.costs import INDUCTOR_KERNEL
 from cebench.measure.device_view import cuda_answers, unseen
 
@@ -184,11 +184,11 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
             return gm.forward
 
         torch._dynamo.reset()
-        frames = _frames_attempted()
+        frames = dynamo_frames()
         with mode:  # a module as `nn.Module.compile()` compiles it: its call, not its class's __call__
             call = fn._call_impl if isinstance(fn, nn.Module) else fn
             out = torch.compile(call, backend=capture, dynamic=False)(*args, **kwargs)
-    if not graphs and _frames_attempted() == frames:  # Dynamo never looked at the call: not what a GPU run does
+    if not graphs and dynamo_frames() == frames:  # Dynamo never looked at the call: not what a GPU run does
         raise NotCompiled(f"torch.compile captured nothing of {name} on this torch ({torch.__version__}): Dynamo "
                           "traced no frame, so it cannot be predicted compiled (nor as eager: it would not be)")
     if not graphs:
@@ -211,13 +211,6 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
                           "hf:...:no-cache turns transformers' off)")
     key = (gm.code, tuple(_Tensor(tuple(x.shape), x.stride(), x.dtype, x.requires_grad) for x in example_inputs))
     return _Captured(_Graph(gm, tuple(example_inputs), key), tuple(where[id(x)] for x in example_inputs), out_spec)
-
-
-def _frames_attempted() -> int:
-    """How many frames Dynamo has begun to convert in this process (its `frames` counter)."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["frames"]["total"])
 
 
 @contextlib.contextmanager
@@ -278,9 +271,7 @@ def _lowered(graph: _Graph, gpu: targets.Target | None) -> Callable[..., Any]:
 def _lowering(gpu: targets.Target | None) -> Iterator[None]:
     """Within: inductor lowers a graph for `gpu` (None: the CPU) without building a kernel,
     unseen by the step's tracker and its saved-tensors hooks."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    with _disable_current_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings(), \
+    with outside_dispatch_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings(), \
             _no_kernels(), _as_card(gpu):
         warnings.simplefilter("ignore")
         yield

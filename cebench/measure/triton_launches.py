@@ -132,10 +132,10 @@ def skipped(needed: bool = False, on_skip: Callable[[list[Any], str], None] | No
     launchers: list[type] = [jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
     try:
         from triton.runtime.interpreter import InterpretedFunction
-
-        launchers.append(InterpretedFunction)
     except ImportError:  # a Triton without its interpreter
-        pass
+        InterpretedFunction = None  # noqa: N806
+    else:
+        launchers.append(InterpretedFunction)
 
     def launch(self: Any, *args: Any, **kwargs: Any) -> None:
         name, package = _name(self)
@@ -153,6 +153,6 @@ def skipped(needed: bool = False, on_skip: Callable[[list[Any], str], None] | No
         for cls in launchers:
             if "run" in vars(cls):  # a class that launches (the others inherit a patched one)
                 stack.enter_context(patched(cls, {"run": launch}))
-        if launchers[-1].__name__ == "InterpretedFunction":  # Triton 3.4's interpreter: `[grid]` runs the grid itself
-            stack.enter_context(patched(launchers[-1], {"__getitem__": grid}, added={"__getitem__"}))
+        if InterpretedFunction is not None:  # Triton 3.4's interpreter: `[grid]` runs the grid itself
+            stack.enter_context(patched(InterpretedFunction, {"__getitem__": grid}, added={"__getitem__"}))
         yield record
