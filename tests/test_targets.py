@@ -139,3 +139,13 @@ def test_targets_command_lists_every_card_with_its_sources():
     for t in targets.TARGETS:
         assert t.name in result.output and f"{t.capacity_bytes:,}" in result.output and t.sources[:30] in result.output
     assert "8,519,680 B" in result.output and "33,554,432 B" in result.output
+
+
+def test_the_hidden_columns_note_names_only_the_options_the_command_has(at_width):
+    """`targets` has --wide but no --columns: its note at 80 columns offers only --wide;
+    `predict` has both and names both."""
+    shown = " ".join(at_width(["targets"], 80).output.split())
+    assert "(--wide shows every column)" in shown and "--columns" not in shown
+    shown = at_width(["predict", "--target", "cpu", "--batch", "2", "--context", "8", "--vocab", "100", "--d-model",
+                      "8", "--ce-chunk", "8"], 60).output
+    assert "(--wide shows every column; --columns picks them)" in " ".join(shown.split())

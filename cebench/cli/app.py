@@ -193,14 +193,24 @@ def check_columns(columns: str | None, keys: list[str]) -> None:
         raise UsageError(f"--columns: unknown column(s) {', '.join(unknown)} (choose from {', '.join(keys)})")
 
 
-def print_table(table: Table, wide: bool = False, columns: str | None = None, checked: bool = False) -> None:
+class _NoColumns:
+    """`print_table`'s `columns` for a command that has no --columns option (`NO_COLUMNS`)."""
+
+
+NO_COLUMNS = _NoColumns()
+
+
+def print_table(table: Table, wide: bool = False, columns: str | None | _NoColumns = NO_COLUMNS,
+                checked: bool = False) -> None:
     """Print a `cebench.render.table.Table` whole at the terminal's width: columns that do not fit
-    are left out and named below (`wide`: every column; `columns`: exactly these keys; `checked`:
-    they were checked already (`check_columns`), and one this table lacks is left out)."""
+    are left out and named below, with the options that show them (`wide`: every column;
+    `columns`: the command's --columns, exactly these keys, None when not given, `NO_COLUMNS`
+    where the command has none; `checked`: they were checked already (`check_columns`), and
+    one this table lacks is left out)."""
     from cebench.render.table import render
     from cebench.run.grid import split
 
-    keep = split(columns, "columns") if columns is not None else None
+    keep = split(columns, "columns") if isinstance(columns, str) else None
     if keep is not None and checked:
         keep = [k for k in keep if k in table.keys()]
     try:
@@ -213,8 +223,9 @@ def print_table(table: Table, wide: bool = False, columns: str | None = None, ch
     for note in rendered.notes:
         out.print(note, highlight=False)
     if rendered.hidden:
-        out.print(f"not shown at {out.width} columns: {', '.join(rendered.hidden)} (--wide shows every column; "
-                  "--columns picks them)", style="dim", highlight=False)
+        picks = "; --columns picks them" if columns is not NO_COLUMNS else ""
+        out.print(f"not shown at {out.width} columns: {', '.join(rendered.hidden)} (--wide shows every column"
+                  f"{picks})", style="dim", highlight=False)
 
 
 def _version(value: bool) -> None:
