@@ -2,9 +2,9 @@
 
 The command line parses its options into these calls and renders what they return. Each
 lives in its role's module and is re-exported here: `sweep` and `Sweep` from
-`cebench.run.sweep`; `predict`, `fit` and `Fitted` from `cebench.analyze.predicting`;
-`explain` and `Explained` from `cebench.analyze.explaining`; `verify` and `Verified` from
-`cebench.analyze.verifying`; `check` and `load` from `cebench.analyze.checking`. None of them
+`cebench.commands.sweep`; `predict`, `fit` and `Fitted` from `cebench.commands.predict`;
+`explain` and `Explained` from `cebench.commands.explain`; `verify` and `Verified` from
+`cebench.commands.verify`; `check` and `load` from `cebench.commands.check`. None of them
 imports torch until it runs.
 
 Every function takes the grid as keyword arguments named after the axes (`batch`, `context`,
@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from cebench.analyze.checking import check, load
-from cebench.analyze.explaining import Explained, explain
-from cebench.analyze.predicting import Fitted, fit, predict
-from cebench.analyze.verifying import Verified, verify
+from cebench.commands.check import check, load
+from cebench.commands.explain import Explained, explain
+from cebench.commands.predict import Fitted, fit, predict
+from cebench.commands.sweep import Sweep, sweep
+from cebench.commands.verify import Verified, verify
 from cebench.core.errors import UsageError
 from cebench.run.grid import GridOptions
-from cebench.run.sweep import Sweep, sweep
 
 __all__ = ["Explained", "Fitted", "GridOptions", "Sweep", "UsageError", "Verified", "check", "explain", "fit",
            "load", "predict", "sweep", "targets", "verify"]

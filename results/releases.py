@@ -52,15 +52,15 @@ FIELDS = ("status", "error", "base_bytes", "peak_bytes", "peak_delta_bytes", "no
 def answer(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each call's row (`FIELDS`) from `cebench.api.predict(**call["grid"])`, here: with
     `call["split_off"]`, every request charged as one split off a cached block; with
-    `call["ops"]`, also the ops its step ran (`OpCost` fields and count, `cebench.measure.costs`)."""
+    `call["ops"]`, also the ops its step ran (`OpCost` fields and count, `cebench.predict.costs`)."""
     import contextlib
     from dataclasses import astuple
     from unittest import mock
 
     from cebench.api import predict
     from cebench.core import devices
-    from cebench.measure import meta
-    from cebench.measure.costs import Costs
+    from cebench.predict import trace
+    from cebench.predict.costs import Costs
     from cebench.run.grid import GridOptions
 
     rows = []
@@ -74,7 +74,7 @@ def answer(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
             target = str(grid.pop("target"))
             (config,) = GridOptions(**grid).grid(target).expand()
             costs = Costs()
-            meta.trace(config, costs=costs)
+            trace.trace(config, costs=costs)
             found["ops"] = [[*astuple(op), n] for op, n in costs.ops.items()]
         rows.append(found)
     return rows

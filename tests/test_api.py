@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import cebench
+from cebench import api
 from cebench.run.grid import GridOptions
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -96,3 +97,13 @@ def test_a_swept_axis_an_older_csv_cannot_hold_is_refused_before_measuring(tmp_p
     assert info.value.param == "out" and "ignore_frac" in str(info.value) and old.read_text() == before
     rows = cebench.sweep(variant="dense", device="cpu", batch=2, context=8, vocab=50, d_model=4, repeats=1, out=old)
     assert rows[0].status == "ok" and old.read_text().count("\n") == 3  # off-value rows still append there
+
+
+def test_the_facades_predict_is_the_function_after_the_predict_package_is_imported():
+    """Importing `cebench.predict.trace` makes the package `cebench.predict` the facade's
+    attribute; called, it is still the API's `predict`."""
+    import cebench.predict.trace  # noqa: F401
+
+    (row,) = cebench.predict(variant="dense", target="cpu", batch=2, context=16, vocab=300, d_model=8)
+    assert row.peak_delta_bytes == api.predict(variant="dense", target="cpu", batch=2, context=16, vocab=300,
+                                               d_model=8)[0].peak_delta_bytes > 0

@@ -14,10 +14,10 @@ import torch.distributed as dist
 from cebench import api
 from cebench.analyze.anatomy import anatomy
 from cebench.core.errors import UsageError
-from cebench.measure import series, sharded
-from cebench.measure.meta import predict_peak
 from cebench.models import fsdp
 from cebench.models import training as training_mod
+from cebench.predict import fake_world, series
+from cebench.predict.trace import predict_peak
 from cebench.run.grid import GridOptions
 
 pytestmark = [pytest.mark.fsdp_predicted]
@@ -65,7 +65,7 @@ def test_a_commands_predictions_share_one_world_and_its_models_to_the_same_bytes
     built = []
     make_model = training_mod.make_model
     monkeypatch.setattr(training_mod, "make_model", lambda *a, **k: built.append(1) or make_model(*a, **k))
-    with sharded.session():
+    with fake_world.session():
         assert [predict_peak(p) for p in points] == alone
         assert dist.is_initialized() and gc.isenabled()  # kept open between traces, collecting as usual
     assert len(built) == 1 and not dist.is_initialized()
@@ -73,7 +73,7 @@ def test_a_commands_predictions_share_one_world_and_its_models_to_the_same_bytes
 
 def test_a_step_that_fails_leaves_no_model_behind_in_the_session(tiny, monkeypatch):
     point = config(tiny, variant="dense", fsdp=2)
-    with sharded.session():
+    with fake_world.session():
         expected = predict_peak(point)
         monkeypatch.setattr(fsdp.Root, "forward", lambda self, ids, loss: self.body(ids))  # not a loss: backward fails
         with pytest.raises(RuntimeError, match="scalar"):

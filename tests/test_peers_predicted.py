@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cebench import api
-from cebench.measure.device_view import seen_as
+from cebench.predict.device_view import seen_as
 
 pytestmark = pytest.mark.skipif(not hasattr(torch.nn.functional, "linear_cross_entropy"),
                                 reason="torch-lce needs torch ≥ 2.13")

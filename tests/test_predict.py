@@ -6,11 +6,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cebench.analyze.predict import fit, predict
 from cebench.cli import app
 from cebench.core import devices
-from cebench.measure.meta import predict_peak
-from cebench.measure.tracker import StorageTracker
+from cebench.predict.points import fit, predict
+from cebench.predict.trace import predict_peak
+from cebench.predict.tracker import StorageTracker
 from cebench.run.runner import Settings, run
 from cebench.store.schema import PREDICTED
 from conftest import cpu_config

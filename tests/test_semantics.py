@@ -10,11 +10,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cebench.analyze.predict import predict
 from cebench.analyze.verify import LOSS_CASES, OFF, Setting, settings, verify_loss
 from cebench.cli import app
 from cebench.core.config import Config
 from cebench.losses import inputs, variants
+from cebench.predict.points import predict
 from cebench.run.runner import Settings, run
 
 ONE_STEP = Settings(warmup=1, repeats=1)

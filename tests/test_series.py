@@ -1,4 +1,4 @@
-"""Predictions whose cost does not grow with the loop they predict (`cebench.measure.series`):
+"""Predictions whose cost does not grow with the loop they predict (`cebench.predict.series`):
 a step extrapolated from three small traces equals its whole trace to the byte and the FLOP,
 for every batch of every residue, on every kind of target (CUDA's 2 MiB segments included),
 for the loss alone, the sampler and a model's step; a huge batch costs three traces; a
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cebench.core.config import Config
-from cebench.measure import meta, series
-from cebench.measure.meta import counted, flop_counter, predict_peak
+from cebench.predict import series, trace
+from cebench.predict.trace import counted, flop_counter, predict_peak
 from cebench.run.grid import GridOptions
 
 SMALL = {"model_type": "llama", "vocab_size": 211, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 6,
@@ -135,7 +135,7 @@ def test_variants_that_do_not_declare_their_loop_are_traced_whole(tmp_path):
     config = point("h100-80gb", variant=f"{loss}:ce", context="6", vocab="50", d_model="8", dtype="bf16",
                    batch="1000")
     assert series.period(config) is None
-    assert series.predicted(config) == (predict_peak(config), meta.count_flops(config))
+    assert series.predicted(config) == (predict_peak(config), trace.count_flops(config))
 
 
 @pytest.mark.torch_lce

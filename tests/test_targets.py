@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from cebench.analyze.predict import predict
 from cebench.api import fit
 from cebench.cli import app
 from cebench.core import devices, targets
-from cebench.measure.meta import predict_peak
+from cebench.predict.points import predict
+from cebench.predict.trace import predict_peak
 from cebench.run.runner import run
 from conftest import FAST, cpu_config
 

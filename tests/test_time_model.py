@@ -14,8 +14,8 @@ import torch
 from cebench import api
 from cebench.core import targets, timemodel
 from cebench.core.timemodel import ELEMENTWISE, FP8, FP32, FUSED, HALF, MATMUL, REDUCTION, Efficiency, OpCost
-from cebench.measure import meta, series
-from cebench.measure.costs import Costs, tensor_bytes
+from cebench.predict import series, trace
+from cebench.predict.costs import Costs, tensor_bytes
 from cebench.run.grid import GridOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def point(target: str = "h100-80gb", **grid: object):
 
 def traced(config) -> Costs:
     costs = Costs()
-    meta.trace(config, costs=costs)
+    trace.trace(config, costs=costs)
     return costs
 
 
@@ -134,7 +134,7 @@ def test_time_at_any_size_is_extrapolated_exactly(grid):
     config = point(batch=500, dtype="bf16", **grid)
     assert series.series(config) is not None
     extrapolated = series.predicted(config)[0].time_ms
-    assert extrapolated is not None and extrapolated == pytest.approx(meta.predict_peak(config).time_ms, rel=1e-12)
+    assert extrapolated is not None and extrapolated == pytest.approx(trace.predict_peak(config).time_ms, rel=1e-12)
 
 
 def test_fit_names_the_setting_that_trains_the_most_tokens_per_second():
@@ -238,9 +238,9 @@ def test_fsdp_collectives_cross_the_link_beside_the_computation(tmp_path):
     constants = timemodel.FAMILIES["hopper"]
     talk = sum(constants.seconds(op, H100) for op in collectives)
     work = sum(constants.seconds(op, H100) for op in costs.sequence if op.kind != timemodel.COLLECTIVE)
-    assert meta.step_time(config, costs) == pytest.approx(max(work, talk) * 1e3, rel=1e-12)
+    assert trace.step_time(config, costs) == pytest.approx(max(work, talk) * 1e3, rel=1e-12)
     (row,) = api.predict(target="h100-80gb", **grid)
-    assert row.predicted_time_ms == pytest.approx(meta.step_time(config, costs), rel=1e-9)
+    assert row.predicted_time_ms == pytest.approx(trace.step_time(config, costs), rel=1e-9)
     assert "FSDP's collectives at the link's datasheet rate" in row.note
 
 

@@ -1,1 +1,2 @@
-"""Computations over steps and results: predictions, fits, explanations, checks, verification."""
+"""Computations over steps and results: a step's anatomy and explanation, the regression
+gate, comparisons and statistics, verification."""

@@ -1,7 +1,7 @@
 """What a model's training step holds at its peak, part by part: the computation behind
 `cebench explain --model`.
 
-The step is traced on `meta` tensors for its target (`cebench.measure.meta.trace`, the
+The step is traced on `meta` tensors for its target (`cebench.predict.trace.trace`, the
 tracker `predict` uses, so the parts sum to the predicted peak), with its moments marked:
 the loss is called, the gradient of h is ready (the loss's backward is done), the
 backward is done. Each tensor alive at the peak belongs to one part by when it was made:
@@ -31,11 +31,11 @@ import torch
 from cebench.core import devices
 from cebench.core.config import Config
 from cebench.core.memory import storage_bytes
-from cebench.measure.costs import Costs
-from cebench.measure.meta import step_time, time_reason, trace, workspace_bytes
-from cebench.measure.sharded import IN_FLIGHT
 from cebench.measure.timeline import RECOMPUTE
-from cebench.measure.tracker import OpTracker
+from cebench.predict.costs import Costs
+from cebench.predict.fake_world import IN_FLIGHT
+from cebench.predict.trace import step_time, time_reason, trace, workspace_bytes
+from cebench.predict.tracker import OpTracker
 
 PARTS: tuple[str, ...] = ("parameters", "optimizer state", "gradients", "in flight", "activations", "loss",
                           "optimizer step", "other")
@@ -49,7 +49,7 @@ class Anatomy:
     `peak_bytes` on the target and the bytes of each part (`PARTS`) at that peak, which sum
     to it, and `when`: the part of the step the peak falls in ('body forward', 'loss', 'body
     backward', 'optimizer step'); on a named GPU, the step's predicted time (`time_ms`, ms;
-    None where it cannot be predicted, `meta.time_reason`)."""
+    None where it cannot be predicted, `trace.time_reason`)."""
 
     config: Config
     peak_bytes: int

@@ -22,7 +22,6 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass
 
-from cebench.analyze.predict import meta_reason
 from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
@@ -31,10 +30,11 @@ from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure.allocations import ProfiledStep
-from cebench.measure.costs import Costs
-from cebench.measure.meta import OpaqueOp, step_time, time_reason, trace
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
-from cebench.measure.tracker import OpTracker
+from cebench.predict.costs import Costs
+from cebench.predict.points import meta_reason
+from cebench.predict.trace import OpaqueOp, step_time, time_reason, trace
+from cebench.predict.tracker import OpTracker
 from cebench.store.schema import PREDICTED
 
 GRADIENT, SAVED, TEMPORARY = "gradient", "saved", "temporary"

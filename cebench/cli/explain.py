@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cebench.analyze.explaining import EXPLAIN_VARIANTS
 from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import (
     LIST,
@@ -21,6 +20,7 @@ from cebench.cli.options import (
     Wide,
     with_axes,
 )
+from cebench.commands.explain import EXPLAIN_VARIANTS
 from cebench.core import devices
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
 from cebench.core.errors import UsageError

@@ -20,12 +20,12 @@ from cebench.cli.options import (
     per_device,
     with_axes,
 )
+from cebench.commands.sweep import POINT_TIMEOUT_S, Sweep
 from cebench.core import devices
 from cebench.core.axes import SEMANTICS, semantics_label
 from cebench.core.config import Config
 from cebench.core.guard import Interrupted
 from cebench.run.grid import GridOptions
-from cebench.run.sweep import POINT_TIMEOUT_S, Sweep
 
 if TYPE_CHECKING:
     from cebench.store.schema import Result

@@ -1,16 +1,24 @@
-"""Attributes replaced for the duration of a block: what a trace on `meta` changes in torch,
-Triton or a peer's view of them (`device_view`, `data_reads`, `triton_launches`, the
-tracker's RNG-state watch), restored exactly as they were when the block ends.
+"""Attributes replaced for the duration of a block, restored exactly as they were when the
+block ends, and the declaration every such replacement is made through (`Replaced`).
 
 A replacement is of something that exists: a name its owner does not have (a release that
 renamed or removed it) raises `MovedError` naming it, rather than adding an attribute that
 nothing reads and letting a prediction quietly change. A name added on purpose (a CUDA
-function a CPU build of torch lacks) is passed in `added`.
+function a CPU build of torch lacks) is declared in `added`.
+
+Every replacement of a third-party object is declared as a `Replaced` in
+`cebench.predict.shims` (or, below it, in `cebench.core`), which lists them all
+(`cebench.predict.shims.inventory`) for the canary test: on a release that moved a target it
+fails once, naming it.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.metadata
+import importlib.util
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 _ABSENT = object()  # the owner had no attribute of its own by that name (it inherited one, or none)
@@ -40,8 +48,6 @@ def patched(owner: Any, replacements: Mapping[str, Any], added: Collection[str] 
     `owner` lacks raises `MovedError` before anything is replaced, unless it is in `added`."""
     gone = missing(owner, [name for name in replacements if name not in added])
     if gone:
-        import importlib.metadata
-        import importlib.util
 
         versions = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in ("torch", "triton")
                              if importlib.util.find_spec(d) is not None)
@@ -59,3 +65,54 @@ def patched(owner: Any, replacements: Mapping[str, Any], added: Collection[str] 
                 delattr(owner, name)
             else:
                 setattr(owner, name, value)
+
+
+def resolve(path: str) -> Any:
+    """The object at a dotted `path` ('torch.Tensor', 'torch._dynamo.device_interface.CudaInterface'):
+    the longest importable module prefix, then attributes. ImportError or AttributeError
+    where it is gone."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            if cut == 1:
+                raise
+            continue
+        for attr in parts[cut:]:
+            found = getattr(found, attr)
+        return found
+    raise ImportError(path)  # pragma: no cover - the loop returns or raises
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """A declared replacement: the names cebench may replace on `owner` (a dotted path, or for
+    instances or classes found at run time, the class whose attributes they are), why, the
+    names it adds on purpose, and the distribution whose presence it needs (None: torch, always
+    there). Called with replacements, it replaces them for a block (`patched`), on `on` where
+    given (an instance or a subclass of `owner` found at run time) and on `owner` otherwise;
+    a name it does not declare is a programming error (ValueError)."""
+
+    owner: str
+    names: tuple[str, ...]
+    why: str
+    added: tuple[str, ...] = ()
+    needs: str | None = None
+
+    def __call__(self, replacements: Mapping[str, Any], on: Any = None) -> contextlib.AbstractContextManager[None]:
+        undeclared = set(replacements) - set(self.names) - set(self.added)
+        if undeclared:
+            raise ValueError(f"{self.owner}: {', '.join(sorted(undeclared))} is not declared as replaced")
+        return patched(resolve(self.owner) if on is None else on, replacements, added=self.added)
+
+    def moved(self) -> list[str]:
+        """'owner.name' for each declared name (and the owner itself) this environment lacks; []
+        where the distribution it needs is not installed (nothing here replaces it then)."""
+        if self.needs is not None and importlib.util.find_spec(self.needs) is None:
+            return []
+        try:
+            owner = resolve(self.owner)
+        except (ImportError, AttributeError) as exc:
+            return [f"{self.owner} ({type(exc).__name__}: {exc})"]
+        return [f"{self.owner}.{name}" for name in missing(owner, [n for n in self.names if n not in self.added])]

@@ -35,7 +35,7 @@ def _dense_check() -> Callable[[torch.Tensor], bool]:
 is_non_overlapping_and_dense = _dense_check()
 # Whether AOTAutograd can be told to lower a compiled backward with its forward
 # (`torch._functorch.config.force_non_lazy_backward_lowering`, 2.9 on); torch 2.8 lowers it
-# lazily, when the backward first runs (`cebench.measure.compiled` lowers it there then).
+# lazily, when the backward first runs (`cebench.predict.compiled` lowers it there then).
 LOWERS_BACKWARD_AHEAD: bool = hasattr(torch._functorch.config, "force_non_lazy_backward_lowering")
 
 

@@ -72,7 +72,7 @@ def _named(path: str) -> object:
 @dataclass(frozen=True)
 class Peer:
     """A peer's code, as a prediction follows it on meta: the `modules` (name prefixes) whose
-    Python sees the target GPU (`cebench.measure.device_view`), the distribution they come
+    Python sees the target GPU (`cebench.predict.device_view`), the distribution they come
     from (`dist`), and the releases of it whose code cebench's rules were checked against
     (`checked`: the installed one, and those that measured published figures; empty: none
     named, the code torch ships)."""
@@ -97,14 +97,14 @@ class Variant:
     keywords; a point asking for another is `unsupported`. `triton_kernels`: its kernels
     are Triton's, launched by its Python, which allocates their buffers with torch: a
     prediction follows that Python on meta, the launches skipped and its reads of data
-    answered (`cebench.measure.meta`); `kernel_matmuls`: its matmuls run inside those
+    answered (`cebench.predict.trace`); `kernel_matmuls`: its matmuls run inside those
     kernels, where no FLOP counter sees them (its steps' `flops` stay empty). On the
     devices in `interpreted_on` its kernels run under an interpreter: it runs there, but
     its memory and time are not those of the hardware it was written for.
     `affine_in_rows`: its step is a fixed sequence of ops plus one identical iteration per
     `ce_chunk` rows (none without chunks), every buffer's bytes affine in the rows, so a
     prediction at any size is extrapolated from a few small ones
-    (`cebench.measure.series`). `same_steps`: the
+    (`cebench.predict.series`). `same_steps`: the
     ``'module:function'`` that maps a point to another variant's whose step is this one's,
     op for op (`traced_as`). `logits_fn`: what the variant is on the logits workload, where
     it has a meaning there (dense: `F.cross_entropy` of the given logits; Liger: its

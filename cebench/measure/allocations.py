@@ -50,7 +50,7 @@ from cebench.measure.timeline import (
     marking,
     op_name,
 )
-from cebench.measure.tracker import watch_rng_states
+from cebench.predict.shims.tensor import watch_rng_states
 
 MARK = "cebench::forward-returned"
 COMPILED = "compiled graph"

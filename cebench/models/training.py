@@ -140,7 +140,7 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
     (`fsdp.shard`), and its optimizer `optimizer_name` over its (sharded) parameters;
     `compiled`: each block compiled in place (`nn.Module.compile()`, Dynamo's caches
     emptied first, so that the first step compiles), on a real device only (a step on meta
-    runs each as inductor's code runs it: `cebench.measure.meta`). On
+    runs each as inductor's code runs it: `cebench.predict.trace`). On
     `meta`, or with `stand_in` (fake tensors), it stands in for a device of `kind` ('cpu',
     'cuda'): its attention kernel and optimizer implementation (torch's for-each kernels
     where that kind of device has them) are that kind's; on `meta` the optimizer has the

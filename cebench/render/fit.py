@@ -14,7 +14,7 @@ from cebench.render.table import Column, Table
 from cebench.store.schema import Status
 
 if TYPE_CHECKING:
-    from cebench.analyze.predicting import Fitted
+    from cebench.commands.predict import Fitted
 
 FASTEST = "◀ fastest"  # the row of the most predicted tokens per second within the budget
 

@@ -1,1 +1,1 @@
-"""Running a sweep: one point at a time, in isolation, planned and sharded."""
+"""Running a sweep's points: one at a time, in isolation or as ranks, planned and sharded."""

@@ -18,7 +18,7 @@ On CUDA that takes `world` free GPUs per shard process: give each shard process 
 (CUDA_VISIBLE_DEVICES, `srun --gpu-bind`); shard processes that see the same GPUs run their
 ranks on the same GPUs 0 to `world` − 1, where memory is still each process's own but time is
 shared. The sweep's own process is never a rank: an initialized process group there is refused
-(`cebench.run.sweep`).
+(`cebench.commands.sweep`).
 """
 from __future__ import annotations
 

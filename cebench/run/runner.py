@@ -24,10 +24,10 @@ from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure import limits
-from cebench.measure.meta import count_flops
 from cebench.measure.timing import Timing, time_steps
 from cebench.models import training
 from cebench.models.model import resolve_model
+from cebench.predict.trace import count_flops
 from cebench.run import isolate, ranks
 from cebench.run.isolate import Child
 from cebench.store.schema import Result, Status

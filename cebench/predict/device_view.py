@@ -32,14 +32,16 @@ from typing import Any
 import torch
 
 from cebench.core import targets
-from cebench.core.patched import patched
 from cebench.losses import variants
+from cebench.predict.shims.cuda import CUDA
+from cebench.predict.shims.tensor import (  # what makes a tensor on a device
+    FACTORIES,
+    METHODS,
+    REAL_DEVICE,
+    TENSOR,
+    TORCH,
+)
 
-# What makes a tensor on a device named by a `device=` keyword (or, for `to`, an argument).
-FACTORIES: tuple[str, ...] = ("empty", "zeros", "ones", "full", "empty_strided", "arange", "tensor", "as_tensor",
-                              "rand", "randn", "randint", "empty_like", "zeros_like", "ones_like", "full_like")
-METHODS: tuple[str, ...] = ("to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor")
-_REAL_DEVICE = torch._C.TensorBase.device  # the C getter: a tensor's true device
 _TORCH_FACTORIES = {name: getattr(torch, name) for name in FACTORIES}  # torch's own, as imported
 _TENSOR_METHODS = {name: getattr(torch.Tensor, name) for name in METHODS}
 
@@ -78,7 +80,7 @@ _THREADS_PER_SM_1536 = ((8, 6), (8, 9), (12, 0))
 @dataclass(frozen=True)
 class Properties:
     """What `torch.cuda.get_device_properties` tells a peer of a GPU target, and inductor
-    writing Triton code for it (`cebench.measure.compiled`): registers per SM (64 K on every
+    writing Triton code for it (`cebench.predict.compiled`): registers per SM (64 K on every
     capability since 5.0), resident threads per SM and per block, warp size; `gcnArchName`
     is the card's name (ROCm's architecture field, read by inductor for its lookup tables)."""
 
@@ -135,13 +137,13 @@ def seen_as(kind: str, gpu: targets.Target | None = None, stand_in: str = "meta"
     peers = variants.peer_modules()
 
     def device(self: torch.Tensor) -> torch.device:
-        real = _REAL_DEVICE.__get__(self)
+        real = REAL_DEVICE.__get__(self)
         return seen if real.type == stand_in and _from_peer(peers) else real
 
     methods = {name: _on_meta(kind, getattr(torch.Tensor, name), name == "to", stand_in) for name in METHODS}
     factories = {name: _on_meta(kind, getattr(torch, name), False, stand_in) for name in FACTORIES}
-    with patched(torch.Tensor, {"device": property(device), **methods}), patched(torch, factories), \
-            patched(torch.cuda, {name: _for_peers(answers[name], fn, peers) for name, fn in cuda.items()}):
+    with TENSOR({"device": property(device), **methods}), TORCH(factories), \
+            CUDA({name: _for_peers(answers[name], fn, peers) for name, fn in cuda.items()}):
         yield
 
 
@@ -150,5 +152,5 @@ def unseen() -> Iterator[None]:
     """Within (inside `seen_as` or not): torch's own factories and tensor methods, for work
     that is not the step's (inductor compiling a graph for the target makes its fake tensors
     on the target's device)."""
-    with patched(torch, _TORCH_FACTORIES), patched(torch.Tensor, _TENSOR_METHODS):
+    with TORCH(_TORCH_FACTORIES), TENSOR(_TENSOR_METHODS):
         yield

@@ -47,8 +47,8 @@ from torch import nn
 from cebench.core import targets
 from cebench.core.patched import patched
 from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_frames, outside_dispatch_modes
-from cebench.measure.costs import INDUCTOR_KERNEL
-from cebench.measure.device_view import cuda_answers, unseen
+from cebench.predict.costs import INDUCTOR_KERNEL
+from cebench.predict.device_view import cuda_answers, unseen
 
 _KINDS = ("cpu", "cuda")  # the kinds of device whose generated code runs here on meta
 # Chunks of a compiled loss predicted at most: Dynamo unrolls its loop, each chunk compiled (92 s for 256 chunks,
@@ -407,7 +407,7 @@ _LAUNCHED: list[Callable[[list[torch.Tensor], str], None]] = []  # who is shown 
 @contextlib.contextmanager
 def counting(launched: Callable[[list[torch.Tensor], str], None] | None) -> Iterator[None]:
     """Within: each launch of a kernel inductor generated (a no-op on meta) is shown to
-    `launched` with its tensor arguments and `INDUCTOR_KERNEL` (`cebench.measure.costs.Costs.launch`:
+    `launched` with its tensor arguments and `INDUCTOR_KERNEL` (`cebench.predict.costs.Costs.launch`:
     a kernel that reads and writes its buffers once); nothing where it is None."""
     if launched is None:
         yield

@@ -14,7 +14,7 @@ tracker it runs eagerly by Dynamo's own skip or, with `fullgraph`, fails its row
 
 A variant that compiles parts of itself (`Variant.compiled_parts`: torchtune's loss with
 `compile=True`) is predicted with each compiled function its module holds run as
-inductor's code runs it instead (`predicted`, `cebench.measure.compiled.on_meta`).
+inductor's code runs it instead (`predicted`, `cebench.predict.compiled.on_meta`).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from cebench.core import targets
 from cebench.core.patched import patched
-from cebench.measure import compiled
+from cebench.predict import compiled
 
 
 def _compiled(module: object) -> dict[str, Callable[..., Any]]:

@@ -1,5 +1,5 @@
 """`cebench predict` and `cebench fit` as library calls: the grid checked, each point
-predicted on meta tensors (`cebench.analyze.predict`), the rows or answers returned. Nothing
+predicted on meta tensors (`cebench.predict.points`), the rows or answers returned. Nothing
 here imports torch until a function runs; nothing prints."""
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from cebench.losses import variants
 from cebench.run.grid import GridOptions
 
 if TYPE_CHECKING:
-    from cebench.analyze.predict import Fit
     from cebench.core.config import Config
+    from cebench.predict.points import Fit
     from cebench.store.schema import Result
 
 
@@ -29,12 +29,12 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
     cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
     with `mem_method` 'predicted', `flops`, and no time; a compiled variant as inductor's generated
-    code runs (`cebench.measure.compiled`; unsharded, else `unsupported`).
+    code runs (`cebench.predict.compiled`; unsharded, else `unsupported`).
     Also appended to the CSV `out` when given. A user's loss or build still running after
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
-    from cebench.analyze.predict import predict as predict_point
     from cebench.core import devices
-    from cebench.measure.sharded import session
+    from cebench.predict.fake_world import session
+    from cebench.predict.points import predict as predict_point
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     with time_limit(point_timeout):  # a user's build (resolved with the grid), smoke test and traces
@@ -92,11 +92,11 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
 
 
 def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, grid: dict[str, Any]) -> Fitted:
-    from cebench.analyze.predict import fit as fit_point
-    from cebench.analyze.predict import unpredictable
     from cebench.core import devices
-    from cebench.measure.sharded import session
     from cebench.models.training import loss_alone
+    from cebench.predict.fake_world import session
+    from cebench.predict.points import fit as fit_point
+    from cebench.predict.points import unpredictable
 
     device = devices.target(target, param="target").name
     if max_batch < 1:
@@ -154,9 +154,9 @@ def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, g
     if measure:  # in a fresh process per answer where the device isolates its points by default
         import functools
 
+        from cebench.commands.sweep import POINT_TIMEOUT_S
         from cebench.run.isolate import Child
         from cebench.run.runner import isolated, run
-        from cebench.run.sweep import POINT_TIMEOUT_S
 
         settings = Settings(warmup=1, repeats=1)
         child = Child(specs=options.specs, device=device)
@@ -175,7 +175,7 @@ def warn_meta_work(points: Iterable[Config], command: str) -> None:
     `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk), a
     `UsageError` beyond `META_CHUNKS_LIMIT`. A step extrapolated along the batch
     (`series.period`) runs a few chunks, whatever its N."""
-    from cebench.measure import series
+    from cebench.predict import series
 
     points = [p for p in points if series.period(p) is None]
     chunks = sum(p.chunks for p in points)

@@ -145,7 +145,7 @@ def fake_world(world: int) -> Iterator[World]:
     """Rank 0 of a fake process group of `world` ranks in this process, under its
     `FakeTensorMode`: a new one, closed on exit, or inside a `session` the one it keeps.
     The cyclic garbage collector waits meanwhile, so that its timing cannot reorder the frees
-    of two traces that a `cebench.measure.series` aligns (no peak was seen to change).
+    of two traces that a `cebench.predict.series` aligns (no peak was seen to change).
     `RuntimeError` inside a process group: a measured rank predicts nothing."""
     current = _session[-1] if _session else None
     if current is None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cebench.analyze.predicting import one_value
+from cebench.commands.predict import one_value
 from cebench.core.axes import BY_NAME, NO_MODEL
 from cebench.core.config import LOSS
 from cebench.core.errors import UsageError, describe
@@ -87,8 +87,8 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
 def _anatomies(points: Any) -> Explained:
     """`explain` of a model's training step: each point's `Anatomy`, on meta."""
     from cebench.analyze.anatomy import anatomy
-    from cebench.analyze.predict import unpredictable
-    from cebench.measure.sharded import session
+    from cebench.predict.fake_world import session
+    from cebench.predict.points import unpredictable
 
     variants.smoke_test(points.variants, "cpu")
     done, skipped = [], {}

@@ -25,21 +25,17 @@ of the step (`cebench.measure.timeline`), for `cebench explain`.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
-from cebench.core.patched import patched
 from cebench.core.torch_names import is_non_overlapping_and_dense
-from cebench.measure.op_cache import OpCache
-from cebench.measure.sharded import WRITES_INTO
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,
@@ -53,6 +49,8 @@ from cebench.measure.timeline import (
     op_name,
 )
 from cebench.models.fsdp import local
+from cebench.predict.fake_world import WRITES_INTO
+from cebench.predict.op_cache import OpCache
 
 # What the tracker shows each op it runs (func, args, kwargs, outputs): a FLOP count, a cost count.
 Observer = Callable[[torch._ops.OpOverload, tuple, dict, object], None]
@@ -313,18 +311,3 @@ class OpTracker(StorageTracker):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self._op = op_name(func._schema.name)
         return super().__torch_dispatch__(func, types, args, kwargs)
-
-
-@contextlib.contextmanager
-def watch_rng_states(track: Callable[[torch.Tensor], None]) -> Iterator[None]:
-    """Pass each CPU RNG state `torch.get_rng_state()` returns to `track`: the state
-    `torch.utils.checkpoint` saves per chunk is a CPU tensor made outside the dispatcher."""
-    original = torch.get_rng_state
-
-    def tracked() -> torch.Tensor:
-        state = original()
-        track(state)
-        return state
-
-    with patched(torch, {"get_rng_state": tracked}):
-        yield

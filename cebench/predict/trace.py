@@ -29,15 +29,17 @@ from cebench.core.torch_names import grouped_query_flops
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
-from cebench.measure import compiled, compiled_helpers, data_reads, kernel_dtypes, probe, sharded, triton_launches
-from cebench.measure.costs import Costs
-from cebench.measure.device_view import seen_as
-from cebench.measure.op_cache import OpCache
-from cebench.measure.tracker import StorageTracker, watch_rng_states
+from cebench.measure import probe
 from cebench.models import fsdp
 from cebench.models import training as training_mod
 from cebench.models.contract import blocks
 from cebench.models.model import Model, resolve_model
+from cebench.predict import compiled, compiled_helpers, data_reads, fake_world, kernel_dtypes, triton_launches
+from cebench.predict.costs import Costs
+from cebench.predict.device_view import seen_as
+from cebench.predict.op_cache import OpCache
+from cebench.predict.shims.tensor import watch_rng_states
+from cebench.predict.tracker import StorageTracker
 from cebench.store.schema import PREDICTED
 
 if TYPE_CHECKING:
@@ -72,9 +74,9 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
     optimizer keeps. `OpaqueOp` when the step ran a custom op. A peer's code runs as on the
     target (`_peers_run`): it sees the target's device, its Triton launches do nothing and
     its compiled helpers run eagerly (`tracker.skipped` says which) and its reads of data
-    are answered (`cebench.measure.data_reads`); so does the untracked step before it
+    are answered (`cebench.predict.data_reads`); so does the untracked step before it
     (`grads` keep). `layers`: a preset's or config.json's model built with that
-    many blocks instead of its own (`cebench.measure.series` extrapolates along them)."""
+    many blocks instead of its own (`cebench.predict.series` extrapolates along them)."""
     with _world(config) as world:
         try:
             return _trace(config, tracker_type, counter, layers, world, costs)
@@ -85,8 +87,8 @@ def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
 
 
 def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCounterMode | None, layers: int | None,
-           world: sharded.World | None, costs: Costs | None) -> tuple[StorageTracker, int, int | None]:
-    """`trace`, the model sharded in `world` when given (`sharded.fake_world`)."""
+           world: fake_world.World | None, costs: Costs | None) -> tuple[StorageTracker, int, int | None]:
+    """`trace`, the model sharded in `world` when given (`fake_world.fake_world`)."""
     target = devices.get(config.device)
     steady = _steady(config, layers, world)
     mesh = None if world is None else world.mesh
@@ -108,7 +110,7 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     if mesh is None and not _reads_data(config):  # an op's outputs on meta are remembered: the ops below are known
         tracker.cache = OpCache()
     if mesh is not None and target.is_host:  # measured with gloo, which holds buffers inside collectives
-        tracker.temporaries = sharded.gloo_temporaries
+        tracker.temporaries = fake_world.gloo_temporaries
     if training is not None:
         tracker.model = ([p for p in map(fsdp.local, training.params) if held(p)],
                          [t for t in map(fsdp.local, training.state()) if held(t)])
@@ -126,7 +128,7 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
     # The tracker counts FLOPs itself, the ops of a custom op's Python kernel (which it runs) too; it is above
     # the answers to data reads, which its ops reach.
-    followed = sharded.follow(tracker) if mesh is not None else contextlib.nullcontext()
+    followed = fake_world.follow(tracker) if mesh is not None else contextlib.nullcontext()
     peers = _peers_run(config, answers, mesh is not None, launched)
     kernels = kernel_dtypes.as_on(target, config.torch_dtype)
     with user_code(config.variant, "variant"), rng, peers as skipped, kernels, compiled.counting(launched), tracker, \
@@ -162,10 +164,10 @@ class _Steady:
     training: training_mod.Training | None
 
 
-def _steady(config: Config, layers: int | None = None, world: sharded.World | None = None) -> _Steady:
+def _steady(config: Config, layers: int | None = None, world: fake_world.World | None = None) -> _Steady:
     """`config`'s step on `meta` in steady state: with `grads` keep, `warm` runs one untracked
     step first; a model's optimizer state is as `_model` gives it, with `layers` blocks
-    (None: its own). A model sharded in `world` (fake tensors, `sharded.fake_world`) is the
+    (None: its own). A model sharded in `world` (fake tensors, `fake_world.fake_world`) is the
     one kept there for the steps of every shape and loss, else built there, and then `warm`
     brings it where a first step leaves it (FSDP's lazy setup, the optimizer's state), as
     every traced step leaves it again."""
@@ -221,7 +223,7 @@ def _compile_blocks(body: torch.nn.Module, config: Config, kind: str) -> None:
 
 def _loss(config: Config, kind: str) -> Callable[..., torch.Tensor]:
     """`config`'s variant's function as its step calls it on meta: a compiled variant's as
-    inductor's code for a device of `kind` runs (`cebench.measure.compiled`)."""
+    inductor's code for a device of `kind` runs (`cebench.predict.compiled`)."""
     variant = variants.of(config)
     gpu = targets_mod.BY_NAME.get(config.device)
     return compiled.on_meta(variant.load(), kind, gpu) if variant.compiled else variant.load()
@@ -276,7 +278,7 @@ def _reads_data(config: Config) -> bool:
 def _on(config: Config, fake: bool = False) -> frozenset[str]:
     """The kinds of device whose tensors a step on meta for `config`'s target counts: meta
     (standing in for the target), and the host's own where the target is the host; `fake`:
-    a step on fake CPU tensors (`sharded.fake_world`), which stand in for the target."""
+    a step on fake CPU tensors (`fake_world.fake_world`), which stand in for the target."""
     if fake or devices.get(config.device).host_tensors_count:
         return frozenset({"meta", "cpu"})
     return frozenset({"meta"})
@@ -295,13 +297,13 @@ def _host_state(training: training_mod.Training | None, host_counts: bool) -> se
 
 
 @contextlib.contextmanager
-def _world(config: Config) -> Iterator[sharded.World | None]:
+def _world(config: Config) -> Iterator[fake_world.World | None]:
     """The world a step of `config` is sharded in: rank 0 of a fake world of `config.fsdp`
-    ranks (`sharded.fake_world`), or None for an unsharded step."""
+    ranks (`fake_world.fake_world`), or None for an unsharded step."""
     if not config.sharded or not config.has_model:
         yield None
         return
-    with sharded.fake_world(config.fsdp) as world:
+    with fake_world.fake_world(config.fsdp) as world:
         yield world
 
 

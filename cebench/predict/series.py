@@ -47,11 +47,11 @@ from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
 from cebench.core.timemodel import OpCost
 from cebench.losses import variants
-from cebench.measure.costs import Costs
-from cebench.measure.meta import counted, flop_counter, note, predict_peak, time_of, time_reason, trace
-from cebench.measure.tracker import StorageTracker, charge
 from cebench.models import training as training_mod
 from cebench.models.model import resolve_model
+from cebench.predict.costs import Costs
+from cebench.predict.trace import counted, flop_counter, note, predict_peak, time_of, time_reason, trace
+from cebench.predict.tracker import StorageTracker, charge
 from cebench.store.schema import PREDICTED
 
 ALLOC, FREE = "+", "-"
@@ -106,7 +106,7 @@ class _Sample:
     """One traced step, as `Series` needs it: its storage events (raw bytes), the raw bytes
     of the storages it starts with, its FLOPs (None: not counted), the threads that ran a
     matmul, its skipped-launch note, a model's state bytes, what it warned, and where its
-    time is predicted (`meta.time_reason`), its ops in order (`ops`; None: not counted)."""
+    time is predicted (`trace.time_reason`), its ops in order (`ops`; None: not counted)."""
 
     events: list[tuple[Signature, int]]
     before: list[int]
@@ -344,7 +344,7 @@ class Series:
         return None if a is None or b is None else a + k * (b - a)
 
     def reading(self, value: int) -> tuple[MemoryReading, int | None]:
-        """The predicted reading of the step at `value` (as `meta.predict_peak` gives it) and
+        """The predicted reading of the step at `value` (as `trace.predict_peak` gives it) and
         its FLOPs (None when they cannot be counted)."""
         k, s0 = self._k(value), self._samples[0]
         target = devices.get(self._device)

@@ -16,7 +16,7 @@ A skipped Triton launch (Liger-Kernel's loss kernels) is a `FUSED` kernel that r
 tensor argument once and writes its largest one (the logits chunk it turns into its
 gradient, in place). Cut Cross-Entropy's kernels hold its matmuls, which no formula here
 counts: such a step's time is not predicted (`Variant.kernel_matmuls`). A kernel inductor
-generated (compiled code, run on meta by `cebench.measure.compiled`) is counted as such a
+generated (compiled code, run on meta by `cebench.predict.compiled`) is counted as such a
 fused kernel too, its buffers read or written once; the matmuls it leaves to cuBLAS are
 ATen ops. A collective (`c10d`: FSDP's all-gathers and reduce-scatters, on a fake process
 group) sends what a ring sends from one rank (`_sent`).
@@ -86,7 +86,7 @@ def _sent(name: str, tensors: list[torch.Tensor]) -> int:
 @functools.cache
 def _formulas() -> dict[object, Callable[..., int]]:
     """torch's FLOP formulas by op packet, the in-place `addmm_` and `baddbmm_` as their
-    out-of-place twins (as `meta.flop_counter` counts them); once per process (its module
+    out-of-place twins (as `trace.flop_counter` counts them); once per process (its module
     imports triton: the interpreter is chosen before any trace)."""
     from torch.utils.flop_counter import flop_registry
 
@@ -109,7 +109,7 @@ def _tensors(values: Iterable[object]) -> list[torch.Tensor]:
 
 class Costs:
     """The ops of one traced step, counted by cost (`ops`: `OpCost` → how many times it ran)
-    and, in order, in `sequence` (what `cebench.measure.series` aligns across traces)."""
+    and, in order, in `sequence` (what `cebench.predict.series` aligns across traces)."""
 
     def __init__(self) -> None:
         self.ops: Counter[OpCost] = Counter()

@@ -40,7 +40,7 @@ Views share their storage, so a constant storage's views are constants; a `Label
 `Mask` is known only through a tensor that spans its whole storage, but for targets none
 (or all) of which are padding, whose every slice is alike. An op that writes
 into a storage (in place, `out=`) makes it unknown unless a rule above says what it holds,
-and so does a skipped Triton launch (`forget`, from `cebench.measure.triton_launches`),
+and so does a skipped Triton launch (`forget`, from `cebench.predict.triton_launches`),
 which may have written into any tensor it was given; but the targets stay known: a loss
 never writes its inputs (the next step reuses them), and Liger's kernels are given
 slices of the targets to read (`Y_ptr`). A
@@ -60,7 +60,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from cebench.core.patched import patched
+from cebench.predict.shims.tensor import DATA_FACTORIES, TORCH
 
 aten = torch.ops.aten
 
@@ -122,9 +122,6 @@ def _symbolic(t: object) -> bool:
 # The ops that read a tensor's data, answered here for meta tensors.
 READS = frozenset({aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default,
                    aten.nonzero.default})
-# What `torch.tensor`-like factories are: their values are Python data, which no dispatch mode sees.
-DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
-
 
 # The ops a rule of `Answers._after` knows the output of.
 _RULES = frozenset({*FACTORY_CONSTANTS, *COPIES, aten.fill_.Scalar, aten.zero_.default, aten.ne.Scalar,
@@ -362,5 +359,5 @@ class Answers(TorchDispatchMode):
 
             return made
 
-        with patched(torch, {name: recording(getattr(torch, name)) for name in DATA_FACTORIES}):
+        with TORCH({name: recording(getattr(torch, name)) for name in DATA_FACTORIES}):
             yield

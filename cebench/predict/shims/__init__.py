@@ -1,0 +1,48 @@
+"""Every change cebench makes to a third-party object, declared: one module per library or
+object, each listing what it replaces (`cebench.core.patched.Replaced`) and the releases it
+was checked against (`CHECKED`). Nothing else in cebench replaces an attribute of torch,
+Triton, FSDP2, transformers or a peer, or reads one of their private names, except
+`cebench.core` (tests/test_shims.py holds that).
+
+A trace enters them in one order (`cebench.predict.trace`): the process's (`process`), the
+target device as the peers see it (`tensor`, `cuda`), the peers' kernels and compiled
+helpers (`triton`, `peers`), the dispatch-level trackers, then inside the step what the model
+needs (`optim`, `transformers`, `fsdp`) and, for a compiled step, inductor's (`inductor`).
+
+`inventory()` lists every declaration; `moved()` says which of them this environment lacks
+(the canary: on a new release it names each target that moved, once).
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from cebench.core.patched import Replaced
+
+MODULES = ("tensor", "cuda", "dispatch", "flop_counter", "inductor", "triton", "fsdp", "optim", "transformers",
+           "process", "peers")
+CORE = ("cebench.core.guard",)  # below the shims: the process's exit, replaced while user code runs
+
+
+def _modules() -> list[ModuleType]:
+    return [importlib.import_module(f"{__name__}.{m}") for m in MODULES] + [importlib.import_module(m) for m in CORE]
+
+
+def inventory() -> dict[str, list[Replaced]]:
+    """Each shim module's declared replacements, by module name."""
+    return {m.__name__: [v for v in vars(m).values() if isinstance(v, Replaced)] for m in _modules()}
+
+
+def checked() -> dict[str, dict[str, tuple[str, ...]]]:
+    """The releases each shim module was checked against, by module and distribution."""
+    return {m.__name__: dict(getattr(m, "CHECKED", {})) for m in _modules()}
+
+
+def moved() -> list[str]:
+    """'owner.name (module; checked with …)' for every declared target this environment lacks."""
+    found = []
+    releases = checked()
+    for module, declared in inventory().items():
+        seen = ", ".join(f"{d} {' '.join(r)}" for d, r in releases[module].items())
+        found += [f"{name} (declared in {module}; checked with {seen})" for r in declared for name in r.moved()]
+    return found
