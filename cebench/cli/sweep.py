@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -46,6 +46,40 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+# The options of `cebench sweep` alone (those it shares with other commands are in `cebench.cli.options`).
+_Repeats = Annotated[int | None, typer.Option(help=f"Timed steps per point. Default: {per_device('repeats')}.")]
+_Warmup = Annotated[int | None, typer.Option(help="Untimed steps before measuring, ≥ 1 (compilation happens here). "
+                                                  f"Default: {per_device('warmup')}.")]
+_Threads = Annotated[int | None, typer.Option(help="torch intra-op threads, fixed for the run and recorded. "
+                                                   "Default: torch's own choice.")]
+_Out = Annotated[Path | None, typer.Option(
+    "--out", metavar="CSV", show_default=False,
+    help="CSV to write; an existing cebench CSV is appended to (see --overwrite). `{shard}` in it becomes "
+         "INDEX-of-COUNT. Default: results/sweep-\\<time\\>.csv (in a shard: "
+         "results/sweep-\\<run id\\>-shard-\\<I\\>-of-\\<N\\>.csv).")]
+_Shard = Annotated[str | None, typer.Option(
+    "--shard", metavar="INDEX/COUNT", show_default=False,
+    help="Measure only shard INDEX of COUNT (from 0): a deterministic share of the grid balanced by cost, every point "
+         "in exactly one shard. Default: from torchrun (RANK of WORLD_SIZE, on cuda:LOCAL_RANK) or SLURM "
+         "(SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT; else srun's SLURM_PROCID of SLURM_STEP_NUM_TASKS), else the "
+         "whole grid.")]
+_Resume = Annotated[bool, typer.Option("--resume", help="Skip every point that already has an ok or oom row in --out "
+                                                        "(run again what errored, timed out or is missing).")]
+_Overwrite = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace --out rather than append to it: its rows are dropped when the first point is "
+                        "measured (a baseline made again on purpose). Not with --resume.")]
+_Isolate = Annotated[bool | None, typer.Option(
+    "--isolate/--no-isolate", show_default=False,
+    help="Measure each point in a fresh process: a crash, a hang or a poisoned CUDA context becomes a row and the next "
+         "point starts clean. Default: " + ", ".join(
+             f"{'on' if devices.get(n).isolate_by_default else 'off'} for {n}" for n in devices.DEVICES) + ".")]
+_PointTimeout = Annotated[float | None, typer.Option(  # the sweep's: a point killed (options.PointTimeout: a build)
+    "--point-timeout", metavar="SECONDS", show_default=False,
+    help="With --isolate (which it turns on): a point still running after this long, process start-up included, is "
+         "killed and written as a timeout row; a user's model build run while the sweep plans is stopped after it "
+         f"too. Default: {POINT_TIMEOUT_S:g}.")]
+
+
 @command()
 @with_axes()
 def sweep(
@@ -55,37 +89,15 @@ def sweep(
     temperature: Temperature = 0.9,
     device: str = typer.Option(None, metavar="DEVICE", show_default=False, help=DEVICE_HELP),
     target: DeviceAlias = None,
-    repeats: int = typer.Option(None, help=f"Timed steps per point. Default: {per_device('repeats')}."),
-    warmup: int = typer.Option(None, help="Untimed steps before measuring, ≥ 1 (compilation happens here). "
-                                          f"Default: {per_device('warmup')}."),
-    threads: int = typer.Option(None, help="torch intra-op threads, fixed for the run and recorded. "
-                                           "Default: torch's own choice."),
-    out_path: Path = typer.Option(None, "--out", metavar="CSV", show_default=False,
-                                  help="CSV to write; an existing cebench CSV is appended to (see --overwrite). "
-                                       "`{shard}` in it becomes INDEX-of-COUNT. Default: results/sweep-\\<time\\>.csv "
-                                       "(in a shard: results/sweep-\\<run id\\>-shard-\\<I\\>-of-\\<N\\>.csv)."),
-    shard_spec: str = typer.Option(None, "--shard", metavar="INDEX/COUNT", show_default=False,
-                                   help="Measure only shard INDEX of COUNT (from 0): a deterministic share of "
-                                        "the grid balanced by cost, every point in exactly one shard. Default: "
-                                        "from torchrun (RANK of WORLD_SIZE, on cuda:LOCAL_RANK) or SLURM "
-                                        "(SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT; else srun's "
-                                        "SLURM_PROCID of SLURM_STEP_NUM_TASKS), else the whole grid."),
-    resume: bool = typer.Option(False, "--resume", help="Skip every point that already has an ok or oom row in "
-                                                        "--out (run again what errored, timed out or is missing)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out rather than append to it: its rows "
-                                                              "are dropped when the first point is measured (a "
-                                                              "baseline made again on purpose). Not with --resume."),
-    isolate: bool | None = typer.Option(None, "--isolate/--no-isolate", show_default=False,
-                                           help="Measure each point in a fresh process: a crash, a hang or a "
-                                                "poisoned CUDA context becomes a row and the next point starts "
-                                                "clean. Default: " + ", ".join(
-                                                    f"{'on' if devices.get(n).isolate_by_default else 'off'} for {n}"
-                                                    for n in devices.DEVICES) + "."),
-    point_timeout: float = typer.Option(None, "--point-timeout", metavar="SECONDS", show_default=False,
-                                        help="With --isolate (which it turns on): a point still running after "
-                                             "this long, process start-up included, is killed and written as "
-                                             "a timeout row; a user's model build run while the sweep plans is "
-                                             f"stopped after it too. Default: {POINT_TIMEOUT_S:g}."),
+    repeats: _Repeats = None,
+    warmup: _Warmup = None,
+    threads: _Threads = None,
+    out_path: _Out = None,
+    shard_spec: _Shard = None,
+    resume: _Resume = False,
+    overwrite: _Overwrite = False,
+    isolate: _Isolate = None,
+    point_timeout: _PointTimeout = None,
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
@@ -104,6 +116,18 @@ def sweep(
     s = Sweep(GridOptions.from_params(ctx.params), device=device, repeats=repeats, warmup=warmup, threads=threads,
               shard=shard_spec, out=out_path, resume=resume, overwrite=overwrite, isolate=isolate,
               point_timeout=point_timeout)
+    _tell_plan(s)
+    if not s.points:
+        why = f"every point of this shard is already in {s.path}" if s.plan.in_shard else "this shard has no points"
+        out.print(f"nothing to measure: {why}", highlight=False)
+        return
+    _measure_points(s, unit)
+    _print_results(s, unit, wide, columns)
+
+
+def _tell_plan(s: Sweep) -> None:
+    """On stderr, before the first point: what cannot run here, the users' variants that crashed on
+    the smoke test, where the CSV is, and what the sweep will measure (`_announce`)."""
     for name, reason in s.unsupported.items():
         err.print(f"not run on {s.device.name} here: {name}: {reason}", style="yellow", highlight=False)
     for name, how in s.crashed.items():
@@ -112,10 +136,11 @@ def sweep(
     if s.where:
         err.print(s.where, highlight=False)
     _announce(s)
-    if not s.points:
-        why = f"every point of this shard is already in {s.path}" if s.plan.in_shard else "this shard has no points"
-        out.print(f"nothing to measure: {why}", highlight=False)
-        return
+
+
+def _measure_points(s: Sweep, unit: str | None) -> None:
+    """Measure every point of `s` into its CSV, with progress on stderr (memory in `unit`). Ctrl-C
+    or SIGTERM ends it in one line saying how many rows were kept: exit 130, or 143 for SIGTERM."""
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill ends the sweep as Ctrl-C does
     for warning in s.open():
         err.print(f"warning: {warning}", style="yellow", highlight=False)
@@ -134,6 +159,10 @@ def sweep(
                       soft_wrap=True)
             raise typer.Exit(143 if isinstance(exc, Terminated) else 130) from None
 
+
+def _print_results(s: Sweep, unit: str | None, wide: bool, columns: str | None) -> None:
+    """The table of the rows measured (memory in `unit`; `wide`, `columns` as `print_table`'s),
+    then where they were written."""
     import torch
 
     from cebench.render.report import results_table

@@ -24,7 +24,7 @@ from cebench.losses import variants
 from cebench.models.model import resolve_model
 from cebench.run import plan as plan_mod
 from cebench.run import shard as shard_mod
-from cebench.run.grid import GridOptions
+from cebench.run.grid import Grid, GridOptions
 from cebench.run.isolate import Child
 from cebench.run.plan import Plan
 from cebench.store.files import Lock, ResultWriter, check_out, done_keys, one_kind, read_rows
@@ -82,43 +82,46 @@ class Sweep:
         environ = os.environ if environ is None else environ
         with time_limit(point_timeout):  # a user's build the grid resolves here is bounded too
             options.grid("cpu")  # every grid option checked before device 'auto' imports torch to look for a GPU
-        if isinstance(shard, str):
-            shard = parse(shard)
-        elif shard is None:
-            shard = from_env(environ)
-        self.shard = shard if shard is None or shard.count > 1 else None  # 0/1 is the whole grid
-        if point_timeout is not None and isolate is False:
-            raise UsageError("needs --isolate (a point in the sweep's own process cannot be stopped)",
-                             "point_timeout")
-        if resume and out is None:
-            raise UsageError("needs --out: the CSV of the sweep to resume", "resume")
-        if overwrite and out is None:
-            raise UsageError("needs --out: the CSV to replace", "overwrite")
-        if overwrite and resume:
-            raise UsageError("not with --resume, which keeps the rows of --out that --overwrite drops", "overwrite")
-        if threads is not None and not 1 <= threads <= THREADS_PER_CPU * (os.cpu_count() or 1):
-            raise UsageError(f"must be from 1 to {THREADS_PER_CPU} × the {os.cpu_count() or 1} CPUs here", "threads")
-        for name, steps in (("warmup", warmup), ("repeats", repeats)):
-            if steps is not None and not 1 <= steps <= MAX_STEPS:
-                raise UsageError(f"must be from 1 to {MAX_STEPS:,} (every timed step is kept)", name)
+        self.shard = _whose_shard(shard, environ)
+        _check_options(out=out, resume=resume, overwrite=overwrite, isolate=isolate, point_timeout=point_timeout,
+                       threads=threads, warmup=warmup, repeats=repeats)
         self.device = devices.target(device, here=True)
         grid = options.grid(self.device.name)
         self.settings = Settings(warmup=self.device.warmup if warmup is None else warmup,
                                  repeats=self.device.repeats if repeats is None else repeats)
         self.isolate = point_timeout is not None or (self.device.isolate_by_default if isolate is None else isolate)
         self.timeout_s = (point_timeout or POINT_TIMEOUT_S) if self.isolate else None
+        done = self._take_csv(out, grid, resume=resume, overwrite=overwrite, environ=environ)
+        _check_no_process_group(grid)
+        _set_threads(threads)
+        self.threads = threads
+        self.device_index = self._take_gpu(environ)
+        self.child = Child(specs=options.specs, threads=threads, device=self.device.name,
+                           device_index=self.device_index)
+        everything = grid.expand()
+        self.grid_id = plan_mod.grid_id(everything)
+        self.grid, self.unsupported = grid.runnable(smoke=False)
+        # user variants that crash or hang on the smoke test's tiny problem (name → how): their points fail
+        self.crashed: dict[str, str] = self._smoke_test()
+        if not self.grid.variants:
+            raise UsageError(f"no variant of the sweep can run on {self.device.name} here", "variant")
+        self.plan: Plan = plan_mod.make(everything, self.shard, done, self.settings.warmup, self.settings.repeats)
+        self.points: list[Config] = [p for p in self.plan.points if p.variant not in self.unsupported]
+        self.warnings: list[str] = []  # what opening the CSV found (a cut-off row, an older header)
+        self.written: list[Result] = []
+        self._writer: ResultWriter | None = None
+
+    def _take_csv(self, out: Path | str | None, grid: Grid, *, resume: bool, overwrite: bool,
+                  environ: Mapping[str, str]) -> set[tuple[str, ...]]:
+        """Set `path` (and `where`: a line saying where it went), refuse a CSV this sweep cannot write,
+        lock an existing one and read its rows: the keys of its points already done (with `resume`)."""
         self.path, self.where = shard_mod.out_path(None if out is None else Path(out), self.shard, environ)
         header = check_out(self.path)  # a foreign or unwritable CSV is refused before torch is even imported
         # --overwrite: the file's rows and header are dropped when measuring starts (`open`); until then it is
         # only locked, so bad input found below leaves it as it was.
         self._replace = overwrite and header is not None
         old = None if overwrite else header
-        lacking = [a for a in AXES if old is not None and a.name not in old
-                   and any(v != a.off for v in grid.values[a.name])]
-        if lacking:  # its rows would read back as the axis's old value: refuse rather than mislabel them
-            axis = lacking[0]
-            raise UsageError(f"{self.path} was written by an older cebench, without a {axis.name} column: "
-                             f"rows with {axis.name} other than {axis.text(axis.off)} need a new CSV", "out")
+        _check_header(self.path, old, grid)
         # This process alone writes the CSV from here on (`Lock`): a second sweep of it is refused, so
         # that two --resume runs never measure a point twice.
         self._lock = Lock(self.path) if header is not None else None
@@ -127,44 +130,31 @@ class Sweep:
             one_kind(rows, predictions=False)
         done = done_keys(rows) if resume and rows is not None else set()
         if resume and header is None and not self.path.exists():
-            warnings.warn(InputWarning(_no_such_csv(self.path)), stacklevel=2)
+            warnings.warn(InputWarning(_no_such_csv(self.path)), stacklevel=3)  # at the caller of `Sweep(...)`
+        return done
 
-        import torch
-
-        if any(n > 1 for n in grid.values["fsdp"]) and torch.distributed.is_available() \
-                and torch.distributed.is_initialized():
-            raise UsageError("a sharded point's ranks are processes the sweep starts, in a process group of their "
-                             "own: run the sweep outside torch.distributed's (torchrun's ranks may shard it)", "fsdp")
-        if threads is not None:
-            torch.set_num_threads(threads)
-        self.threads = threads
-        # The launcher's GPU for this process, unless it shows each task its GPU alone (srun --gpu-bind).
+    def _take_gpu(self, environ: Mapping[str, str]) -> int | None:
+        """The index of the launcher's GPU for this process, made current unless the sweep isolates
+        its points (its children take it then); None when there is none to choose, as when the
+        launcher shows each task its GPU alone (srun --gpu-bind)."""
         local = self.device.local_index(environ)
-        self.device_index = local if local is not None and local < self.device.count() else None
-        if self.device_index is not None and not self.isolate:  # an isolated sweep leaves the GPU to its children
-            self.device.select(self.device_index)
-        self.child = Child(specs=options.specs, threads=threads, device=self.device.name,
-                           device_index=self.device_index)
-        everything = grid.expand()
-        self.grid_id = plan_mod.grid_id(everything)
-        self.grid, self.unsupported = grid.runnable(smoke=False)
-        if not self.isolate:  # a user's variant must keep the contract, on a tiny problem
-            for name in variants.untrusted(self.grid.variants, self.device.name):
-                with _in_process(name):
-                    variants.smoke_test((name,), self.device.name)
-        # user variants that crash or hang on the smoke test's tiny problem (name → how): their points fail
-        self.crashed: dict[str, str] = {}
+        index = local if local is not None and local < self.device.count() else None
+        if index is not None and not self.isolate:
+            self.device.select(index)
+        return index
+
+    def _smoke_test(self) -> dict[str, str]:
+        """Run the users' variants of the grid on a tiny problem, as their points will run. In this
+        process one that breaks the contract is a `UsageError`; isolated, those that crash or hang
+        are returned (name → how), their points to fail the same way."""
         if self.isolate:
             from cebench.run.runner import smoke_test_isolated
 
-            self.crashed = smoke_test_isolated(self.grid.variants, self.device.name, self.child, self.timeout_s)
-        if not self.grid.variants:
-            raise UsageError(f"no variant of the sweep can run on {self.device.name} here", "variant")
-        self.plan: Plan = plan_mod.make(everything, self.shard, done, self.settings.warmup, self.settings.repeats)
-        self.points: list[Config] = [p for p in self.plan.points if p.variant not in self.unsupported]
-        self.warnings: list[str] = []  # what opening the CSV found (a cut-off row, an older header)
-        self.written: list[Result] = []
-        self._writer: ResultWriter | None = None
+            return smoke_test_isolated(self.grid.variants, self.device.name, self.child, self.timeout_s)
+        for name in variants.untrusted(self.grid.variants, self.device.name):
+            with _in_process(name):
+                variants.smoke_test((name,), self.device.name)
+        return {}
 
     def unbounded(self) -> list[str]:
         """The users' variants and model builds whose points run in this process, where nothing
@@ -251,6 +241,65 @@ def _no_such_csv(path: Path) -> str:
     close = difflib.get_close_matches(path.stem, list(stems), n=1, cutoff=0.75)
     hint = f" (did you mean {stems[close[0]]}?)" if close else ""
     return f"--resume: {path} does not exist{hint}: every point is measured, into a new CSV"
+
+
+def _whose_shard(shard: str | Shard | None, environ: Mapping[str, str]) -> Shard | None:
+    """The sweep's shard: `shard` parsed from 'INDEX/COUNT', else the launcher's (torchrun, SLURM:
+    `environ`); None for the whole grid (no shard, or 0/1)."""
+    if isinstance(shard, str):
+        shard = parse(shard)
+    elif shard is None:
+        shard = from_env(environ)
+    return shard if shard is None or shard.count > 1 else None
+
+
+def _check_options(*, out: Path | str | None, resume: bool, overwrite: bool, isolate: bool | None,
+                   point_timeout: float | None, threads: int | None, warmup: int | None, repeats: int | None) -> None:
+    """A `UsageError` for options that do not go together or are out of range (`Sweep`'s)."""
+    if point_timeout is not None and isolate is False:
+        raise UsageError("needs --isolate (a point in the sweep's own process cannot be stopped)", "point_timeout")
+    if resume and out is None:
+        raise UsageError("needs --out: the CSV of the sweep to resume", "resume")
+    if overwrite and out is None:
+        raise UsageError("needs --out: the CSV to replace", "overwrite")
+    if overwrite and resume:
+        raise UsageError("not with --resume, which keeps the rows of --out that --overwrite drops", "overwrite")
+    if threads is not None and not 1 <= threads <= THREADS_PER_CPU * (os.cpu_count() or 1):
+        raise UsageError(f"must be from 1 to {THREADS_PER_CPU} × the {os.cpu_count() or 1} CPUs here", "threads")
+    for name, steps in (("warmup", warmup), ("repeats", repeats)):
+        if steps is not None and not 1 <= steps <= MAX_STEPS:
+            raise UsageError(f"must be from 1 to {MAX_STEPS:,} (every timed step is kept)", name)
+
+
+def _check_header(path: Path, header: tuple[str, ...] | None, grid: Grid) -> None:
+    """A `UsageError` when the CSV at `path`, to be appended to (`header`: its columns; None: a new
+    or replaced file), lacks the column of an axis that `grid` sets off its old value: its rows
+    would read back as the old value, so they are refused rather than mislabelled."""
+    if header is None:
+        return
+    for axis in AXES:
+        if axis.name not in header and any(v != axis.off for v in grid.values[axis.name]):
+            raise UsageError(f"{path} was written by an older cebench, without a {axis.name} column: "
+                             f"rows with {axis.name} other than {axis.text(axis.off)} need a new CSV", "out")
+
+
+def _check_no_process_group(grid: Grid) -> None:
+    """Import torch; a `UsageError` when `grid` has sharded points (`fsdp` > 1) and this process
+    is already in torch.distributed's process group (their ranks need one of their own)."""
+    import torch
+
+    if any(n > 1 for n in grid.values["fsdp"]) and torch.distributed.is_available() \
+            and torch.distributed.is_initialized():
+        raise UsageError("a sharded point's ranks are processes the sweep starts, in a process group of their "
+                         "own: run the sweep outside torch.distributed's (torchrun's ranks may shard it)", "fsdp")
+
+
+def _set_threads(threads: int | None) -> None:
+    """Fix torch's intra-op threads at `threads` (None: leave torch's own choice)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def sweep(*, device: str = "auto", repeats: int | None = None, warmup: int | None = None,
