@@ -120,12 +120,13 @@ def test_a_compiled_chunked_loss_is_predicted_up_to_the_chunks_it_compiles(monke
 def test_a_gpu_targets_compiled_row_without_triton_says_to_install_it(monkeypatch):
     import importlib.util
 
+    from cebench.core import devices
     from cebench.predict import compiled
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
-    assert "pip install triton" in compiled.unsupported_reason("cuda")
-    assert compiled.unsupported_reason("cpu") is None
+    assert "pip install triton" in compiled.unsupported_reason(devices.get("cuda"))
+    assert compiled.unsupported_reason(devices.get("cpu")) is None
 
 
 @pytest.mark.needs("triton")

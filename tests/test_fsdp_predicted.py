@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch.distributed as dist
+from typer.testing import CliRunner
 
 from cebench import api
 from cebench.analyze.anatomy import anatomy
+from cebench.cli import app
 from cebench.core.errors import UsageError
 from cebench.models import fsdp
 from cebench.models import training as training_mod
@@ -119,6 +121,35 @@ def test_fit_answers_per_rank_for_each_world_side_by_side(tiny):
         fits, more = (predict_peak(config(tiny, variant="dense", fsdp=f.config.fsdp, batch=b)).peak_bytes
                       for b in (f.batch, f.batch + 1))
         assert fits <= 16 * 2**20 < more
+
+
+@pytest.mark.parametrize(("setting", "values", "why"), [
+    ("compile", "none,blocks", "compiled blocks run unsharded only (--fsdp 1)"),
+    ("optimizer", "adamw,adamw-in-backward", "adamw-in-backward runs unsharded only (--fsdp 1)")])
+def test_fit_says_a_setting_a_sharded_step_excludes_is_unsupported_as_predict_and_sweep_do(tiny, tmp_path, setting,
+                                                                                           values, why):
+    """A setting of a model's step that sharding excludes is unsupported wherever it is asked
+    (`cebench.predict.support`): fit answers for the other setting and says why for it, as
+    predict's and sweep's rows do, through the API and on the command line."""
+    fine, excluded = values.split(",")
+    grid = {"model": str(tiny), "context": 32, "variant": "dense", "fsdp": "2"}
+    fitted = api.fit("16MiB", target="cpu", max_batch=512, **grid, **{setting: values})
+    by_value = {str(getattr(f.config, setting)): f for f in fitted.fits}
+    assert by_value[fine].unsupported is None and by_value[fine].batch > 0
+    refused = by_value[excluded]
+    assert refused.unsupported is not None and why in refused.unsupported
+    assert (refused.batch, refused.peak_bytes, refused.predictions, refused.tokens_per_s) == (0, None, 0, None)
+    (predicted,) = api.predict(target="cpu", batch=2, **grid, **{setting: excluded})
+    (measured,) = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "s.csv", batch=2, **grid,
+                            **{setting: excluded})
+    assert predicted.status == measured.status == "unsupported"
+    assert predicted.error == measured.error == refused.unsupported
+    result = CliRunner().invoke(app, ["fit", "--target", "cpu", "--budget", "16MiB", "--max-batch", "512",
+                                      "--model", str(tiny), "--context", "32", "--variant", "dense", "--fsdp", "2",
+                                      f"--{setting}", values])
+    assert result.exit_code == 0, result.output
+    assert f"{setting} {excluded}" in result.output and "unsupported [1]" in result.output
+    assert f"[1] {refused.unsupported}" in " ".join(result.output.split())  # the note, wrapped at any width
 
 
 def test_sharding_needs_a_model(tiny):

@@ -185,8 +185,9 @@ def build():
 def test_a_gpu_target_runs_its_attention_kernel_not_the_math_fallback(small):
     """On meta the dispatcher takes the math fallback (batch × heads × context² scores); a
     prediction for a GPU calls the kernel the GPU runs, and for a CPU the CPU's."""
-    assert kernel_for("cuda", torch.bfloat16, 32, 8, 64) == FLASH
-    assert kernel_for("cuda", torch.float32, 32, 32, 64) == EFFICIENT
+    gpu = devices.get("cuda").capability
+    assert kernel_for(gpu, torch.bfloat16, 32, 8, 64) == FLASH
+    assert kernel_for(gpu, torch.float32, 32, 32, 64) == EFFICIENT
     context = 64
     for target, dtype in itertools.product(("cuda", "cpu"), ("fp32", "bf16")):
         config = Config(variant="dense", workload="loss", device=target, dtype=dtype, batch=2, context=context,
@@ -302,7 +303,7 @@ def test_a_cpu_keeps_layernorm_statistics_in_bf16_and_grouped_kv_as_they_are(tmp
     model = resolve_model(_small(tmp_path))
     for kind, dtype, repeats in (("cpu", torch.float32, False), ("cpu", torch.bfloat16, False),
                                  ("cuda", torch.float32, True), ("cuda", torch.bfloat16, False)):
-        built = model.build("meta", dtype, attention=kind)
+        built = model.build("meta", dtype, attention=devices.get(kind))
         assert built.body.blocks[0].attn.repeat_kv is repeats, (kind, dtype)
 
 

@@ -10,7 +10,7 @@ import torch
 
 from cebench.predict import op_cache, series
 from cebench.predict.op_cache import OpCache
-from cebench.predict.trace import counted, flop_counter, trace
+from cebench.predict.trace import flop_counter, trace
 from cebench.run.grid import GridOptions
 
 MODEL = {"model_type": "llama", "vocab_size": 97, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -22,8 +22,8 @@ def logged(config, cached: bool, monkeypatch: pytest.MonkeyPatch):
         if not cached:
             patch.setattr(op_cache, "_kind", lambda func: None)  # every op runs
         counter = flop_counter()
-        tracker, base, state = trace(config, series.EventTracker, counter)
-        return tracker.events, tracker.peak, base, state, counted(counter)
+        traced = trace(config, series.EventTracker, counter)
+        return traced.record.events, traced.peak_delta_bytes, traced.base_bytes, traced.state_bytes, traced.flops
 
 
 @pytest.mark.parametrize("grid", [

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from cebench import api
+from cebench.core import devices
 from cebench.predict.device_view import seen_as
 
 pytestmark = pytest.mark.skipif(not hasattr(torch.nn.functional, "linear_cross_entropy"),
@@ -50,7 +51,7 @@ def test_torch_lce_sees_the_gpu_it_is_predicted_for():
 
 def test_the_device_view_is_the_peers_alone_and_ends_with_its_block():
     x = torch.empty(4, device="meta")
-    with seen_as("cuda"):
+    with seen_as(devices.get("cuda")):
         made = torch.zeros(2, device="cuda:0")  # a GPU tensor asked for inside is made on meta
         assert made.device.type == "meta" and x.device.type == "meta"  # this module is no peer
         namespace = {"__name__": "liger_kernel.ops.example", "x": x}

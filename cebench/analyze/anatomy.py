@@ -23,18 +23,19 @@ backward is done. Each tensor alive at the peak belongs to one part by when it w
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from cebench.core import devices
 from cebench.core.config import Config
-from cebench.core.memory import storage_bytes
+from cebench.core.torch_names import after_backward
 from cebench.measure.timeline import RECOMPUTE
 from cebench.predict.costs import Costs
 from cebench.predict.fake_world import IN_FLIGHT
-from cebench.predict.trace import step_time, time_reason, trace, workspace_bytes
+from cebench.predict.trace import step_time, time_reason, trace
 from cebench.predict.tracker import OpTracker
 
 PARTS: tuple[str, ...] = ("parameters", "optimizer state", "gradients", "in flight", "activations", "loss",
@@ -59,15 +60,14 @@ class Anatomy:
 
 
 class _Marking(OpTracker):
-    """An `OpTracker` that notes the event count at the step's moments (`marks`)."""
+    """An `OpTracker` that notes the event count at the step's moments in `marks`."""
 
-    def __init__(self, ignore: Iterable[torch.Tensor] = (), granularity: int | Callable[[int], int] = 1,
-                 device_types: frozenset[str] | None = None) -> None:
-        super().__init__(ignore, granularity, device_types)
-        self.marks: dict[str, int] = {}
+    def __init__(self, marks: dict[str, int], *args: Any, **kwargs: Any) -> None:  # then `OpTracker`'s
+        super().__init__(*args, **kwargs)
+        self._marks = marks
 
     def _mark(self, moment: str) -> None:
-        self.marks.setdefault(moment, len(self._builder.events))
+        self._marks.setdefault(moment, len(self._builder.events))
 
     def wrap(self, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
         inner = super().wrap(fn)
@@ -77,7 +77,7 @@ class _Marking(OpTracker):
 
             def ready(grad: torch.Tensor) -> None:  # the loss's backward is done; the body's begins
                 self._mark(LOSS_BACKWARD_DONE)
-                torch.autograd.Variable._execution_engine.queue_callback(lambda: self._mark(BACKWARD_DONE))
+                after_backward(lambda: self._mark(BACKWARD_DONE))
 
             h.register_hook(ready)
             return inner(h, *args, **kwargs)
@@ -87,21 +87,19 @@ class _Marking(OpTracker):
 
 def anatomy(config: Config) -> Anatomy:
     """The parts of `config`'s predicted training step at its peak (see the module)."""
-    target = devices.get(config.device)
     costs = Costs() if time_reason(config) is None else None
-    tracker, base, _ = trace(config, _Marking, costs=costs)
-    timeline = tracker.timeline()
+    marks: dict[str, int] = {}
+    traced = trace(config, functools.partial(_Marking, marks), costs=costs)
+    timeline = traced.record
     event, delta = timeline.peak()
-    marks = tracker.marks
     end = len(timeline.events)
     loss_at, body_at = marks.get(LOSS, end), marks.get(LOSS_BACKWARD_DONE, end)
     done_at = marks.get(BACKWARD_DONE, end)
     parts = dict.fromkeys(PARTS, 0)
-    params, state = tracker.model
     head = (config.vocab, config.d_model)  # the loss's gradient of the head weight, summed into .grad later when tied
-    parts["parameters"] = storage_bytes(params, target.block_bytes)
-    parts["optimizer state"] = storage_bytes(state, target.block_bytes)
-    base += workspace_bytes(config, tracker)
+    parts["parameters"] = traced.parameter_bytes
+    parts["optimizer state"] = traced.optimizer_state_bytes
+    base = traced.base_bytes + traced.workspace_bytes
     parts["other"] = base - parts["parameters"] - parts["optimizer state"]
     alive = [b for b in timeline.blocks if event is not None and b.alive_at(event)]
     start = timeline.backward_start

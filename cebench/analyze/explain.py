@@ -31,8 +31,8 @@ from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure.allocations import ProfiledStep
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
+from cebench.predict import support
 from cebench.predict.costs import Costs
-from cebench.predict.points import meta_reason
 from cebench.predict.trace import OpaqueOp, step_time, time_reason, trace
 from cebench.predict.tracker import OpTracker
 from cebench.store.schema import PREDICTED
@@ -199,16 +199,14 @@ def explain(config: Config, meta: bool = False) -> Explanation:
     this machine must have), or with `meta` on meta tensors for that target.
     `Unexplainable` when the variant cannot run here or on meta (compiled code, custom
     ops), or its step failed (out of memory, an op without a meta kernel)."""
-    variant = variants.get(config.variant)
-    reason = meta_reason(config) if meta else (variant.unsupported_reason(devices.get(config.device).kind)
-                                               or variant.lacks(config))
+    reason = support.reason(config, predicted=meta)
     if reason:
         raise Unexplainable(reason)
     costs = Costs() if meta and time_reason(config) is None else None
     try:
         if meta:
-            tracker, base, _ = trace(config, OpTracker, costs=costs)
-            method, timeline = PREDICTED, tracker.timeline()
+            traced = trace(config, OpTracker, costs=costs)
+            method, base, timeline = PREDICTED, traced.base_bytes, traced.record
         else:
             method, base, timeline = _record(config)
     except OpaqueOp as exc:

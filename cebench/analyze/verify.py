@@ -22,11 +22,13 @@ from typing import Any
 
 import torch
 
+from cebench.core import devices
 from cebench.core.axes import BY_NAME, SEMANTICS, semantics_label
 from cebench.core.config import LOSS, SAMPLE, Config
 from cebench.core.errors import describe, said
 from cebench.losses import inputs, variants
 from cebench.losses.builtin import vendored_chunked_cross_entropy
+from cebench.predict import support
 
 # Max-norm relative error allowed per input dtype. fp32: accumulation-order rounding
 # (observed ~1e-7); bf16/fp16: gradients are returned in that dtype (eps 2^-8, 2^-11).
@@ -298,7 +300,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF
     the float64 reference, computed there too (see the module's docstring)."""
     tol = TOLERANCE[dtype]
     config, x = _inputs(case, dtype, setting, device)
-    lacking = variants.get(variant).lacks(replace(config, variant=variant))
+    lacking = support.reason(replace(config, variant=variant))
     if lacking:
         return LossCheck(variant, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True)
     assert x.upstream is not None
@@ -373,7 +375,7 @@ def run_all(names: list[str], dtypes: list[str], sample: SampleCase, matrix: Ite
     variants that run there: loss variants at each setting of `matrix`, case (edge cases
     with every semantics off) and dtype, samplers once each; and the variants that cannot
     run there, with why."""
-    skipped = {n: r for n in names if (r := variants.get(n).unsupported_reason(device))}
+    skipped = {n: r for n in names if (r := support.variant_reason(n, devices.get(device)))}
     names = [n for n in names if n not in skipped]
     variants.smoke_test(names, device)
     loss_checks = [verify_loss(n, case, d, setting, device) for n in names if variants.get(n).workload == LOSS

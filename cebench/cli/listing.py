@@ -10,6 +10,7 @@ from cebench.core import devices
 from cebench.core.axes import SEMANTICS
 from cebench.core.config import LOSS
 from cebench.losses import variants
+from cebench.predict import support
 
 
 @command(name="variants")
@@ -29,7 +30,7 @@ def list_variants(
     device = devices.target(devices.one_name(device, target, "device", "target", "auto"), here=True).name
     for name in variants.names(None):
         v = variants.get(name)
-        reason = v.unsupported_reason(device)
+        reason = support.variant_reason(name, devices.get(device))
         head = Text(name, style="bold")
         head.append(f"  {', '.join(v.workloads)} · {'chunked' if v.chunked else 'not chunked'} · runs on "
                     f"{', '.join(v.devices)} · {v.origin}", style="")

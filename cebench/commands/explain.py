@@ -87,6 +87,7 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
 def _anatomies(points: Any) -> Explained:
     """`explain` of a model's training step: each point's `Anatomy`, on meta."""
     from cebench.analyze.anatomy import anatomy
+    from cebench.predict import support
     from cebench.predict.fake_world import session
     from cebench.predict.points import unpredictable
 
@@ -95,7 +96,8 @@ def _anatomies(points: Any) -> Explained:
     with session():  # the points' sharded steps share their fake world and models
         for point in points.expand():
             label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
-            why = unpredictable(point)  # what cannot be predicted cannot be taken apart
+            # what cannot be predicted (its loss alone, or its step's settings) cannot be taken apart
+            why = unpredictable(point) or support.reason(point, predicted=True)
             if why is None:
                 try:
                     done.append(anatomy(point))

@@ -55,11 +55,12 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
 
 @dataclass(frozen=True)
 class Fitted:
-    """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, the
-    measured row of each fitted batch (index into `fits` → `Result`; with `measure`), the
-    variants that could not be fitted (name → why), the budget used (bytes), and with a
-    model, the answer for the loss alone at the model's vocab and d_model (index → `Fit`);
-    on a named GPU, the `fastest` setting that fits."""
+    """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, and per
+    value of each setting of a model's step (a point of settings that cannot be predicted
+    together: `Fit.unsupported`, saying why), the measured row of each fitted batch (index
+    into `fits` → `Result`; with `measure`), the variants that could not be fitted (name →
+    why), the budget used (bytes), and with a model, the answer for the loss alone at the
+    model's vocab and d_model (index → `Fit`); on a named GPU, the `fastest` setting that fits."""
 
     fits: list[Fit]
     measured: Mapping[int, Result] = field(default_factory=dict)
@@ -147,7 +148,7 @@ def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, g
     if not fits:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")
-    losses = {i: loss_alone(f.config) for i, f in enumerate(fits) if f.config.has_model}
+    losses = {i: loss_alone(f.config) for i, f in enumerate(fits) if f.config.has_model and not f.unsupported}
     alone_fits = {c: fit_point(c, budget, max_batch) for c in set(losses.values())}  # one whatever the settings
     alone = {i: alone_fits[c] for i, c in losses.items()}
     measured = {}

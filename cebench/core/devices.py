@@ -37,6 +37,28 @@ def out_of_memory(exc: BaseException) -> bool:
         isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
 
 
+def is_meta(device: torch.device) -> bool:
+    """Whether torch `device` is `meta`: tensors with shapes and dtypes, no storage."""
+    return device.type == "meta"
+
+
+def on_host(device: torch.device) -> bool:
+    """Whether torch `device` is the host's CPU."""
+    return device.type == "cpu"
+
+
+def capability_of(device: torch.device) -> tuple[int, int] | None:
+    """The compute capability of the GPU torch `device` is (None: the host's CPU); `meta`,
+    which stands for no device of its own, has `targets.DEFAULT_GPU`'s."""
+    if on_host(device):
+        return None
+    if is_meta(device):
+        return targets_mod.DEFAULT_GPU.capability
+    import torch
+
+    return torch.cuda.get_device_capability(device)
+
+
 _FROZEN = [0]  # how many `frozen_heap` blocks are open in this process
 
 
@@ -79,7 +101,9 @@ class Device(ABC):
     return fp32 (`cebench.predict.kernel_dtypes`).
     A named GPU target (`cebench.core.targets`) also has `family` (the kind of device it is,
     'cuda'), `workspace_bytes` (one cuBLAS workspace), `capacity_bytes` (total memory) and
-    `bf16_flops` (dense BF16 matmul rate, FLOP/s); a device kind has 0 and None there."""
+    `bf16_flops` (dense BF16 matmul rate, FLOP/s); a device kind has 0 and None there.
+    `card`: the GPU a prediction for it is made for (`targets.Target`: compute capability, SM
+    count; a named target's own, `targets.DEFAULT_GPU` for the kind 'cuda'; None on the host)."""
 
     name: str
     repeats: int
@@ -95,6 +119,7 @@ class Device(ABC):
     workspace_bytes: int = 0
     capacity_bytes: int | None = None
     bf16_flops: float | None = None
+    card: targets_mod.Target | None = None
 
     @property
     def kind(self) -> str:
@@ -116,13 +141,19 @@ class Device(ABC):
         """Whether a step here runs on a CUDA GPU (any, or a named target)."""
         return isinstance(self, CUDA)
 
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """The compute capability of its `card` (None on the host): which kernels a prediction
+        for it runs (attention's: `cebench.models.attention.kernel_for`)."""
+        return None if self.card is None else self.card.capability
+
     def block_bytes(self, nbytes: int) -> int:
         """Bytes the allocator charges for a request of `nbytes`: rounded up to `granularity`."""
         return round_up(nbytes, self.granularity)
 
     def holds(self, tensor: torch.Tensor) -> bool:
         """Whether `tensor`, on this device or the host, is in this device's memory."""
-        return self.host_tensors_count or tensor.device.type != "cpu"
+        return self.host_tensors_count or not on_host(tensor.device)
 
     def unavailable_reason(self) -> str | None:
         """Why this device cannot be used here, or None when it can."""
@@ -335,14 +366,14 @@ _KNOWN: tuple[Device, ...] = (
     CUDA(name="cuda", repeats=20, warmup=3, isolate_by_default=True, nominal_flops=3e14,
          granularity=512,  # the caching allocator rounds every block up to 512 bytes
          mem_method="cuda-max-memory-allocated", events_method="cuda-allocator-events",
-         host_tensors_count=False),
+         host_tensors_count=False, card=targets_mod.DEFAULT_GPU),
 )
 SMALL_SIZE, ROUND_LARGE, LARGE_ALLOC = 2**20, 2 * 2**20, 10 * 2**20  # the caching allocator's constants (bytes)
 DEVICES: tuple[str, ...] = tuple(d.name for d in _KNOWN)  # the kinds of device a step runs on
 # One device per named GPU target: a CUDA device with the card's figures (predictions only).
 _TARGETS: tuple[Device, ...] = tuple(
     replace(_KNOWN[1], name=t.name, family="cuda", workspace_bytes=t.workspace_bytes, capacity_bytes=t.capacity_bytes,
-            bf16_flops=t.bf16_flops) for t in targets_mod.TARGETS)
+            bf16_flops=t.bf16_flops, card=t) for t in targets_mod.TARGETS)
 _BY_NAME = {d.name: d for d in _KNOWN + _TARGETS}
 TARGETS: tuple[str, ...] = DEVICES + targets_mod.NAMES  # what a prediction can be for
 _AUTO = ("cuda", "cpu")  # what 'auto' tries, in order

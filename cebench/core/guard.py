@@ -13,13 +13,13 @@ POSIX process, code that returns to Python.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cebench.core.errors import UsageError
+from cebench.core.patched import Replaced
 
 
 class Interrupted(KeyboardInterrupt):
@@ -49,6 +49,7 @@ class _Where:
 
 NO_LIMIT_S = 1e6  # a time limit above this many seconds (11.6 days; inf too) is no limit
 _STACK: list[_Where] = []  # the guards entered, outermost first
+EXIT = Replaced("os", ("_exit",), "user code's `os._exit` raises `_Exit` instead, said as a one-line error")
 _LIMIT: list[float] = []  # the seconds `time_limit` gives user code, innermost last
 
 
@@ -93,13 +94,14 @@ def user_code(name: str, param: str, *, where: str = "cebench's process", ends: 
     <ends>[; <hint>]'. Nested inside another guard, `where`, `ends` and `hint` are the
     outermost's."""
     outermost = not _STACK
+    exits = contextlib.ExitStack()
     main = threading.current_thread() is threading.main_thread()
     limit = _LIMIT[-1] if _LIMIT and outermost and main and hasattr(signal, "setitimer") else None
     if outermost:
         owns = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
         if owns:
             signal.signal(signal.SIGINT, _interrupt)
-        real_exit, os._exit = os._exit, _exit  # type: ignore[assignment]
+        exits.enter_context(EXIT({"_exit": _exit}))
         _STACK.append(_Where(where, ends, hint, owns))
     if limit is not None:
         alarm = signal.signal(signal.SIGALRM, _late)
@@ -124,7 +126,7 @@ def user_code(name: str, param: str, *, where: str = "cebench's process", ends: 
             signal.signal(signal.SIGALRM, alarm)
         if outermost:
             _STACK.pop()
-            os._exit = real_exit
+            exits.close()
             if context.owns_sigint:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
     if late:

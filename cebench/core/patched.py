@@ -40,20 +40,24 @@ def missing(owner: Any, names: Collection[str]) -> list[str]:
     return [name for name in names if not hasattr(owner, name)]
 
 
+def refuse_moved(owner: Any, names: Collection[str], added: Collection[str] = ()) -> None:
+    """`MovedError` naming each of `names` (but those in `added`) that `owner` lacks."""
+    gone = missing(owner, [name for name in names if name not in added])
+    if gone:
+        versions = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in ("torch", "triton")
+                             if importlib.util.find_spec(d) is not None)
+        raise MovedError(f"cebench replaces {', '.join(f'{owner_name(owner)}.{n}' for n in gone)}, which this "
+                         f"environment ({versions}) does not have: a release moved it; the prediction would be "
+                         f"wrong, so it stops here")
+
+
 @contextlib.contextmanager
 def patched(owner: Any, replacements: Mapping[str, Any], added: Collection[str] = ()) -> Iterator[None]:
     """Within: `owner.name` is `replacements[name]` for each name. Afterwards each is what
     `owner` held itself before, or, where it held none of its own (a method of a base
     class, a C getter), deleted again, so that the inherited one shows through. A name
     `owner` lacks raises `MovedError` before anything is replaced, unless it is in `added`."""
-    gone = missing(owner, [name for name in replacements if name not in added])
-    if gone:
-
-        versions = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in ("torch", "triton")
-                             if importlib.util.find_spec(d) is not None)
-        raise MovedError(f"cebench replaces {', '.join(f'{owner_name(owner)}.{n}' for n in gone)}, which this "
-                         f"environment ({versions}) does not have: a release moved it; the prediction would be "
-                         f"wrong, so it stops here")
+    refuse_moved(owner, replacements, added)
     saved = {name: vars(owner).get(name, _ABSENT) for name in replacements}
     try:
         for name, value in replacements.items():
@@ -92,19 +96,34 @@ class Replaced:
     names it adds on purpose, and the distribution whose presence it needs (None: torch, always
     there). Called with replacements, it replaces them for a block (`patched`), on `on` where
     given (an instance or a subclass of `owner` found at run time) and on `owner` otherwise;
-    a name it does not declare is a programming error (ValueError)."""
+    a name it does not declare is a programming error (ValueError), unless `found` says the
+    names are found at run time (then `names` are those the canary checks). `instance`: the
+    names are an instance's (set by its class's constructor), checked on `owner()`."""
 
     owner: str
     names: tuple[str, ...]
     why: str
     added: tuple[str, ...] = ()
     needs: str | None = None
+    found: bool = False
+    instance: bool = False
 
     def __call__(self, replacements: Mapping[str, Any], on: Any = None) -> contextlib.AbstractContextManager[None]:
-        undeclared = set(replacements) - set(self.names) - set(self.added)
+        self._declared(replacements)
+        return patched(resolve(self.owner) if on is None else on, replacements, added=self.added)
+
+    def set_on(self, on: Any, values: Mapping[str, Any]) -> None:
+        """Set `values` on `on` for good (an object cebench made, which lives only in its
+        trace), checked as a replacement is."""
+        self._declared(values)
+        refuse_moved(on, values, self.added)
+        for name, value in values.items():
+            setattr(on, name, value)
+
+    def _declared(self, names: Collection[str]) -> None:
+        undeclared = set() if self.found else set(names) - set(self.names) - set(self.added)
         if undeclared:
             raise ValueError(f"{self.owner}: {', '.join(sorted(undeclared))} is not declared as replaced")
-        return patched(resolve(self.owner) if on is None else on, replacements, added=self.added)
 
     def moved(self) -> list[str]:
         """'owner.name' for each declared name (and the owner itself) this environment lacks; []
@@ -113,6 +132,7 @@ class Replaced:
             return []
         try:
             owner = resolve(self.owner)
+            owner = owner() if self.instance else owner
         except (ImportError, AttributeError) as exc:
             return [f"{self.owner} ({type(exc).__name__}: {exc})"]
         return [f"{self.owner}.{name}" for name in missing(owner, [n for n in self.names if n not in self.added])]

@@ -1,19 +1,41 @@
-"""Private torch names cebench imports whose home or name differs between the releases it
-supports (`cebench.core.version.TORCH_RANGE`), each resolved here once with the releases it
-was checked in. Every other module imports them from here, so a release that moves one
-more fails here, naming it, and is fixed here.
+"""The private torch names cebench reads (what it replaces is declared in
+`cebench.predict.shims`), each resolved here once, with the releases it was checked in where
+its home or name differs between those cebench supports (`cebench.core.version.TORCH_RANGE`).
+Every other module reads them through here (tests/test_shims.py holds that), so a release
+that moves one fails here, naming it, and is fixed here.
+
+A trace works at the dispatcher, whose vocabulary is private by nature: an op overload's
+schema and packet, a storage's identity and use count, the autograd node running, the
+dispatch modes, fake tensors, pytree. ATen ops whose names begin with an underscore
+(`aten._to_copy`) are the dispatcher's names for ops, read as ops anywhere.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch._functorch.config
+import torch.utils._pytree as pytree  # re-exported (`__all__`), as those below
+from torch._C import _profiler
+from torch._ops import OpOverload  # an ATen op overload, as the dispatcher passes it
+from torch._subclasses.fake_tensor import FakeTensorMode, is_fake, unset_fake_temporarily
+from torch.utils._python_dispatch import TorchDispatchMode  # the dispatch-mode base class
 
-from cebench.core.patched import patched
-
+__all__ = ["LOWERS_BACKWARD_AHEAD", "RELEASE", "after_backward", "AllocationFields", "current_autograd_node",
+           "custom_op_kernel", "dynamo_frames", "dynamo_reset", "dynamo_supported", "EventType", "fake_collectives",
+           "FakeTensorMode", "foreach_devices", "fused_sdp_choice", "is_fake", "is_non_overlapping_and_dense",
+           "is_zero_tensor", "linear_cross_entropy_chunk", "modes_off", "no_dispatch", "node_call", "OpOverload",
+           "packet", "ProfilerEvent", "pytree", "schema", "storage_key", "storage_uses", "tensor_uses",
+           "TensorMetadata", "TorchDispatchMode", "TorchOpFields", "unset_fake_temporarily"]
+# The profiler's event tree (`cebench.measure.allocations`).
+EventType = _profiler._EventType
+AllocationFields = _profiler._ExtraFields_Allocation
+TorchOpFields = _profiler._ExtraFields_TorchOp
+ProfilerEvent = _profiler._ProfilerEvent
+TensorMetadata = _profiler._TensorMetadata
 RELEASE: str = torch.__version__.split("+")[0]  # '2.13.0': the release, without its build tag
 
 
@@ -56,57 +78,102 @@ def fake_collectives() -> bool:
         "c10d::_allgather_base_", "Meta")
 
 
-def _heads_as_query(query: Sequence[int], *others: Sequence[int]) -> list[tuple[int, ...]]:
-    """Key, value (and gradient) shapes (b, h, s, d) with the query's heads: grouped-query
-    attention runs each query head against its group's key and value, the FLOPs of as many
-    heads as the query has."""
-    return [(s[0], query[1], *s[2:]) for s in others]
+def schema(op: OpOverload) -> torch.FunctionSchema:
+    """`op`'s schema: its arguments and returns, with their aliasing."""
+    return op._schema
 
 
-@functools.cache
-def _grouped_query_formulas() -> dict[str, Callable[..., int]]:
-    """Replacements for the attention FLOP formulas of `torch.utils.flop_counter` that assert
-    the key has the query's heads (torch 2.8: grouped-query attention, Llama's, fails them;
-    2.9 on count it); {} where torch's own count it. Probed once per process (each trace
-    enters `grouped_query_flops`), before any replaces them."""
-    from torch.utils import flop_counter
-
-    try:
-        flop_counter.sdpa_flop_count((1, 2, 1, 1), (1, 1, 1, 1), (1, 1, 1, 1))
-        return {}
-    except AssertionError:
-        pass
-    forward, backward = flop_counter.sdpa_flop_count, flop_counter.sdpa_backward_flop_count
-
-    def sdpa_flop_count(query_shape: Sequence[int], key_shape: Sequence[int], value_shape: Sequence[int]) -> int:
-        return forward(query_shape, *_heads_as_query(query_shape, key_shape, value_shape))
-
-    def sdpa_backward_flop_count(grad_out_shape: Sequence[int], query_shape: Sequence[int],
-                                 key_shape: Sequence[int], value_shape: Sequence[int]) -> int:
-        return backward(grad_out_shape, query_shape, *_heads_as_query(query_shape, key_shape, value_shape))
-
-    return {"sdpa_flop_count": sdpa_flop_count, "sdpa_backward_flop_count": sdpa_backward_flop_count}
+def packet(op: OpOverload) -> object:
+    """`op`'s overload packet (`aten.addmm` for `aten.addmm.default`)."""
+    return op._overloadpacket
 
 
-@contextlib.contextmanager
-def grouped_query_flops() -> Iterator[None]:
-    """Within: torch's FLOP formulas count grouped-query attention on every supported release
-    (`_grouped_query_formulas`)."""
-    from torch.utils import flop_counter
-
-    replacements = _grouped_query_formulas()
-    with patched(flop_counter, replacements) if replacements else contextlib.nullcontext():
-        yield
+def storage_key(storage: torch.UntypedStorage) -> int:
+    """The identity of the storage `storage` wraps (equal for every Python wrapper of it)."""
+    return int(storage._cdata)
 
 
-@contextlib.contextmanager
-def outside_dispatch_modes() -> Iterator[None]:
-    """Within: no Python dispatch mode is on, as Dynamo asks it too. `_disable_current_modes`
-    takes the modes off their stack; torch 2.8's Dynamo reads a module flag instead
-    (`_is_in_non_infra_torch_dispatch_mode`, which only entering and leaving a mode sets) and
-    would skip every frame compiled under a tracker: the flags are cleared too, and set back."""
-    from torch.utils import _python_dispatch
+def storage_uses(storage: torch.UntypedStorage) -> int:
+    """How many references the storage `storage` wraps has (C++ and Python)."""
+    return int(torch._C._storage_Use_Count(storage._cdata))
 
-    flags = {"_is_in_torch_dispatch_mode": False, "_is_in_non_infra_torch_dispatch_mode": False}
-    with _python_dispatch._disable_current_modes(), patched(_python_dispatch, flags):
-        yield
+
+def current_autograd_node() -> Any:
+    """The autograd node whose backward is running on this thread (None: none is)."""
+    return torch._C._current_autograd_node()
+
+
+def node_call(node: Any) -> int:
+    """The sequence number of autograd node `node`: which call of its forward made it."""
+    return int(node._sequence_nr())
+
+
+def is_zero_tensor(t: torch.Tensor) -> bool:
+    """Whether `t` is a ZeroTensor (an efficient zero with no storage of its own)."""
+    return bool(t._is_zerotensor())
+
+
+def tensor_uses(t: torch.Tensor) -> int:
+    """How many references `t`'s TensorImpl has (C++ and Python)."""
+    return int(t._use_count())  # type: ignore[attr-defined]
+
+
+def custom_op_kernel(op: OpOverload, device_type: str | None) -> Callable[..., object] | None:
+    """The Python kernel of a `torch.library.custom_op` for tensors on `device_type` (its
+    kernel registered for that device, else its default one), or None when `op` is no such
+    op (a C++ op, or one defined with `torch.library.Library`)."""
+    from torch._library.custom_ops import OPDEFS
+
+    opdef = OPDEFS.get(op._schema.name)
+    if opdef is None:
+        return None
+    return opdef._backend_fns.get(device_type) or opdef._init_fn
+
+
+def no_dispatch() -> contextlib.AbstractContextManager[None]:
+    """Within: ops reach no Python dispatch mode (their results are made here, not by the step)."""
+    return cast("contextlib.AbstractContextManager[None]", torch._C._DisableTorchDispatch())
+
+
+def after_backward(callback: Callable[[], None]) -> None:
+    """Run `callback` once the backward pass now running is done (autograd's engine queue)."""
+    torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+
+def foreach_devices() -> list[str]:
+    """The device kinds torch.optim's foreach kernels run on."""
+    from torch.optim.optimizer import _get_foreach_kernels_supported_devices
+
+    return list(_get_foreach_kernels_supported_devices())
+
+
+def linear_cross_entropy_chunk(tokens: int, d_model: int, vocab: int, dtype: torch.dtype,
+                               device: torch.device) -> int:
+    """The batch chunk size `F.linear_cross_entropy` picks for `LinearCrossEntropyOptions()` at
+    `tokens` rows of `d_model` over `vocab` classes (its own `_adjust`)."""
+    picked = torch.nn.LinearCrossEntropyOptions()._adjust(num_batches=tokens, in_features=d_model,
+                                                           num_classes=vocab, dtype=dtype, device=device)
+    return int(picked.batch_chunk_size)
+
+
+def dynamo_reset() -> None:
+    """Forget every graph Dynamo compiled in this process."""
+    torch._dynamo.reset()
+
+
+def dynamo_supported() -> bool:
+    """Whether Dynamo runs on this Python and platform."""
+    return bool(torch._dynamo.is_dynamo_supported())
+
+
+def fused_sdp_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any) -> int:
+    """The fused attention backend `F.scaled_dot_product_attention` would pick for these
+    tensors (an `SDPBackend` value)."""
+    return int(torch._fused_sdp_choice(q, k, v, **kwargs))
+
+
+def modes_off() -> contextlib.AbstractContextManager[object]:
+    """Within: no Python dispatch mode is on (they are taken off their stack, and put back)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from cebench.core import devices, interpreter
 from cebench.core.config import Config
+from cebench.core.torch_names import linear_cross_entropy_chunk
 from cebench.losses.inputs import IGNORE_INDEX
 from cebench.vendor.fractus_ce import chunked_cross_entropy, sample_tokens_chunked
 
@@ -104,10 +105,9 @@ def torch_lce_auto_steps(config: Config) -> Config:
     torch picks for N rows, vocab and d_model on the device and dtype it runs on (its own
     `_adjust`), then runs exactly as when that size is given."""
     kind = devices.get(config.device).kind
-    picked = torch.nn.LinearCrossEntropyOptions()._adjust(
-        num_batches=config.tokens, in_features=config.d_model, num_classes=config.vocab, dtype=config.torch_dtype,
-        device=torch.device(kind))
-    return replace(config, variant="torch-lce", ce_chunk=picked.batch_chunk_size)
+    picked = linear_cross_entropy_chunk(config.tokens, config.d_model, config.vocab, config.torch_dtype,
+                                        torch.device(kind))
+    return replace(config, variant="torch-lce", ce_chunk=picked)
 
 
 # cebench's loss semantics → (the parameter of Liger's fused linear cross-entropy that takes it, its value when off).
@@ -145,7 +145,7 @@ def liger_fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targ
     by name to that release's `forward` (their order changed), the others at their defaults.
     A semantics the installed release has no parameter for is a ValueError unless it is off
     (0.2.1 takes none of them)."""
-    if h.device.type == "cpu":
+    if devices.on_host(h.device):
         interpreter.enable()
     from liger_kernel import ops
     from liger_kernel.ops import fused_linear_cross_entropy
@@ -186,7 +186,7 @@ def liger_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, softcap:
     as `liger_fused_linear_cross_entropy` binds its own; `z_loss` is its `lse_square_scale`).
     It writes the logits' gradient into them in its forward. On a CPU its kernels run under
     Triton's interpreter."""
-    if logits.device.type == "cpu":
+    if devices.on_host(logits.device):
         interpreter.enable()
     from liger_kernel import ops
     from liger_kernel.ops import cross_entropy

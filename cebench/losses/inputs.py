@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from cebench.core import devices
 from cebench.core.config import LOGITS, LOSS, Config, Reduction
 
 SEED = 0
@@ -39,11 +40,11 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
     logits do on the logits workload."""
     requires_grad = config.workload in (LOSS, LOGITS)
     device = torch.device(device if device is not None else config.device)
-    gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
+    gen = torch.Generator(device="cpu" if devices.is_meta(device) else device).manual_seed(SEED)
     std = 1.0 if config.workload == LOGITS else 1.0 / math.sqrt(config.d_model)
 
     def normal(*shape: int) -> torch.Tensor:
-        if device.type == "meta":
+        if devices.is_meta(device):
             t = torch.empty(*shape, dtype=config.torch_dtype, device=device)
         else:
             t = (torch.randn(*shape, generator=gen, device=device) * std).to(config.torch_dtype)
@@ -69,7 +70,7 @@ def labels(config: Config, device: torch.device, gen: torch.Generator) -> tuple[
     their shapes alone."""
     n = config.tokens
     with_upstream = config.workload in (LOSS, LOGITS) and config.reduction == Reduction.NONE
-    if device.type == "meta":
+    if devices.is_meta(device):
         return (torch.empty(n, dtype=torch.long, device=device),
                 torch.empty(n, device=device) if with_upstream else None)
     targets = torch.randint(0, config.vocab, (n,), generator=gen, device=device)

@@ -186,8 +186,10 @@ class Variant:
         interpreter.enable()  # torch.compile imports triton
         import torch
 
+        from cebench.core.torch_names import dynamo_reset
+
         if fresh:
-            torch._dynamo.reset()
+            dynamo_reset()
         if self.compiled_parts:
             return fn
         return torch.compile(fn, dynamic=False) if fresh else torch.compile(fn)
@@ -208,9 +210,9 @@ class Variant:
             return "; ".join(reasons)
         if not self.compiles:
             return None
-        import torch
+        from cebench.core.torch_names import dynamo_supported
 
-        if not torch._dynamo.is_dynamo_supported():
+        if not dynamo_supported():
             return "torch.compile (Dynamo) is not supported on this Python/platform"
         return devices_mod.get(device).compile_unsupported_reason()
 

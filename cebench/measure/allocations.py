@@ -28,15 +28,9 @@ from collections.abc import Callable, Iterator
 from typing import cast
 
 import torch
-from torch._C._profiler import (
-    _EventType,
-    _ExtraFields_Allocation,
-    _ExtraFields_TorchOp,
-    _ProfilerEvent,
-    _TensorMetadata,
-)
 
 from cebench.core.memory import profiled, round_up
+from cebench.core.torch_names import AllocationFields, EventType, ProfilerEvent, TensorMetadata, TorchOpFields
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,
@@ -61,7 +55,7 @@ _NOT_OPS = ("autograd::", "torch::autograd::", "cebench::", "profiler::")
 _HELPERS = frozenset(f"aten::{n}" for n in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like",
                                             "new_zeros", "new_empty", "new_empty_strided", "_to_copy"))
 
-Event = _ProfilerEvent
+Event = ProfilerEvent
 Use = tuple[tuple[int, ...], torch.dtype, str | None]  # an input: shape, dtype, the operator if in compiled code
 
 
@@ -76,17 +70,17 @@ def _walk(roots: list[Event], device: str, uses: dict[int, list[Use]]) -> Iterat
     stack: list[tuple[Event, tuple[Event, ...]]] = [(e, ()) for e in reversed(roots)]
     while stack:
         event, above = stack.pop()
-        if event.tag == _EventType.Allocation:
-            if cast(_ExtraFields_Allocation, event.extra_fields).device.type == device:
+        if event.tag == EventType.Allocation:
+            if cast(AllocationFields, event.extra_fields).device.type == device:
                 yield event, above
             continue
         if event.name == MARK:
             yield event, above
-        if event.tag == _EventType.TorchOp:
+        if event.tag == EventType.TorchOp:
             compiled = any(e.name.startswith(_COMPILED_CALL) for e in above)
-            for value in cast(_ExtraFields_TorchOp, event.extra_fields).inputs:
+            for value in cast(TorchOpFields, event.extra_fields).inputs:
                 for t in value if isinstance(value, list) else (value,):
-                    if isinstance(t, _TensorMetadata) and t.allocation_id is not None:
+                    if isinstance(t, TensorMetadata) and t.allocation_id is not None:
                         uses[t.allocation_id].append((tuple(t.sizes), t.dtype, event.name if compiled else None))
             above = above + (event,)
         stack.extend((child, above) for child in reversed(event.children))
@@ -110,7 +104,7 @@ def _context(above: tuple[Event, ...], after_forward: bool) -> tuple[str, str | 
     call = above[calls[-1]]
     node = call.name.removeprefix(_EVALUATE)
     inside = [e for e in above[calls[-1] + 1:] if e.name != node]
-    phase = (RECOMPUTE if any(cast(_ExtraFields_TorchOp, e.extra_fields).sequence_number >= 0 for e in inside)
+    phase = (RECOMPUTE if any(cast(TorchOpFields, e.extra_fields).sequence_number >= 0 for e in inside)
              else BACKWARD)  # `above` holds operator events only
     return phase, op_name(node), id(call)
 
@@ -166,7 +160,7 @@ class ProfiledStep:
                 builder.mark_backward(ptrs.get(self._output_ptr))
                 forward = False
                 continue
-            fields = cast(_ExtraFields_Allocation, event.extra_fields)  # every event but MARK is an allocator's
+            fields = cast(AllocationFields, event.extra_fields)  # every event but MARK is an allocator's
             assert fields.allocation_id is not None  # the profiler gives every allocator event one
             phase, node, region = _context(above, not forward)
             if fields.alloc_size < 0:

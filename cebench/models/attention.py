@@ -2,8 +2,9 @@
 name, so that a step on `meta` tensors allocates what the device's kernel allocates.
 
 On `meta` the dispatcher always takes the math fallback, which materialises batch × heads ×
-context² scores; a CPU runs its flash kernel and a CUDA GPU (sm80 and later: every named
-target) its flash kernel in fp16/bf16 and its memory-efficient kernel in fp32. What a
+context² scores; a CPU runs its flash kernel and a CUDA GPU, by its compute capability, its
+flash kernel in fp16/bf16 (sm80 and later: every named target) and its memory-efficient
+kernel in fp32 (and in fp16 below sm80). What a
 kernel allocates inside itself (the CPU flash kernel's per-thread tiles, CUDA flash
 backward's fp32 accumulators) is not an op's output, so a prediction does not see it.
 """
@@ -19,43 +20,52 @@ FLASH_CPU, FLASH, EFFICIENT = "flash-cpu", "flash", "efficient"
 _SDPA = F.scaled_dot_product_attention  # torch's own, whatever stands in for it while a model runs
 
 
+FLASH_SM, EFFICIENT_SM = (8, 0), (5, 0)  # the compute capability each CUDA kernel needs
+EFFICIENT_BF16_SM = (8, 0)  # the memory-efficient kernel's bf16 (fp16 and fp32: from EFFICIENT_SM)
+
+
 @torch.compiler.assume_constant_result  # what Dynamo tracing a model's attention takes as given
-def kernel_for(kind: str, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int, *, dropout: float = 0.0,
-               mask: bool = False) -> str | None:
-    """The kernel a device of `kind` ('cpu', 'cuda') runs for attention of these sizes with
+def kernel_for(capability: tuple[int, int] | None, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int, *,
+               dropout: float = 0.0, mask: bool = False) -> str | None:
+    """The kernel a CUDA GPU of compute `capability` (None: the host's CPU;
+    `cebench.core.devices.Device.capability`) runs for attention of these sizes with
     `dropout` and (`mask`) an explicit mask, else causal (None: the math fallback). CPU: what
     torch here chooses, asked on a tiny problem (outside any dispatch mode: a trace's
-    tracker does not see it); CUDA: flash for fp16/bf16 with head_dim a multiple of 8 up
-    to 256 and no mask, else memory-efficient for head_dim a multiple of 8 (its
-    grouped-query support is the flash kernel's alone)."""
-    if kind == "cpu":
+    tracker does not see it); CUDA: flash (sm80 on) for fp16/bf16 with head_dim a multiple
+    of 8 up to 256 and no mask, else memory-efficient (sm50 on; bf16 sm80 on) for head_dim a
+    multiple of 8 (its grouped-query support is the flash kernel's alone)."""
+    if capability is None:
         return _cpu_kernel(dtype, heads, kv_heads, head_dim, dropout > 0, mask)
     aligned = head_dim % 8 == 0
-    if dtype in (torch.float16, torch.bfloat16) and aligned and head_dim <= 256 and not mask:
+    half = dtype in (torch.float16, torch.bfloat16)
+    if capability >= FLASH_SM and half and aligned and head_dim <= 256 and not mask:
         return FLASH
-    return EFFICIENT if aligned and kv_heads == heads else None
+    efficient = capability >= (EFFICIENT_BF16_SM if dtype == torch.bfloat16 else EFFICIENT_SM)
+    return EFFICIENT if efficient and aligned and kv_heads == heads else None
 
 
-def repeats_kv(kind: str, dtype: torch.dtype, head_dim: int) -> bool:
+def repeats_kv(capability: tuple[int, int] | None, dtype: torch.dtype, head_dim: int) -> bool:
     """Whether a model repeats grouped key/value heads per query head before attention on a
-    device of `kind`, so that the kernel it wants runs: only where that kernel cannot take
-    them grouped (CUDA's memory-efficient kernel, fp32's), which would otherwise fall to
-    the math kernel; a CPU's flash kernel takes them grouped."""
-    return kind != "cpu" and kernel_for(kind, dtype, 2, 1, head_dim) is None \
-        and kernel_for(kind, dtype, 2, 2, head_dim) is not None
+    GPU of compute `capability` (None: the host's CPU), so that the kernel it wants runs:
+    only where that kernel cannot take them grouped (CUDA's memory-efficient kernel: fp32's,
+    and every dtype's below sm80), which would otherwise fall to the math kernel; a CPU's
+    flash kernel takes them grouped."""
+    return capability is not None and kernel_for(capability, dtype, 2, 1, head_dim) is None \
+        and kernel_for(capability, dtype, 2, 2, head_dim) is not None
 
 
 @functools.cache
 def _cpu_kernel(dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int, dropout: bool,
                 mask: bool) -> str | None:
     from torch.nn.attention import SDPBackend
-    from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes():
+    from cebench.core.torch_names import fused_sdp_choice, modes_off
+
+    with modes_off():
         q = torch.zeros(1, heads, 2, head_dim, dtype=dtype, device="cpu")
         kv = torch.zeros(1, kv_heads, 2, head_dim, dtype=dtype, device="cpu")
         bias = torch.ones(2, 2, dtype=torch.bool, device="cpu") if mask else None
-        choice = torch._fused_sdp_choice(q, kv, kv, attn_mask=bias, dropout_p=0.5 if dropout else 0.0,
+        choice = fused_sdp_choice(q, kv, kv, attn_mask=bias, dropout_p=0.5 if dropout else 0.0,
                                          is_causal=not mask, enable_gqa=kv_heads != heads)
     return FLASH_CPU if choice == SDPBackend.FLASH_ATTENTION.value else None
 

@@ -9,13 +9,14 @@ LayerNorm and a GELU MLP with biases. What `cebench.models.spec` says is left ou
 out here too.
 
 Grouped-query attention: the key/value heads go to the kernel as they are (`enable_gqa`)
-unless the device's kernel cannot take them so (`attention.repeats_kv`): on CUDA in fp32 they
-are first repeated per group, because the memory-efficient kernel (fp32's) refuses
-`enable_gqa` and the step would fall to the math kernel, which materialises batch × heads ×
-context² scores; a CPU's flash kernel takes them grouped in every dtype. The choice rests on
-the kind of device and the dtype, so a build on `meta` runs what the real device runs. A
-model named with `:repeat-kv` (`ModelSpec.repeat_kv`) repeats them on every device, as
-torchtune's attention does: each block's repeated keys and values are what its kernel saves.
+unless the device's kernel cannot take them so (`attention.repeats_kv`): on CUDA in fp32
+(and in fp16 below sm80) they are first repeated per group, because the memory-efficient
+kernel refuses `enable_gqa` and the step would fall to the math kernel, which materialises
+batch × heads × context² scores; a CPU's flash kernel takes them grouped in every dtype. The
+choice rests on the device's compute capability and the dtype, so a build on `meta` runs
+what the real device runs. A model named with `:repeat-kv` (`ModelSpec.repeat_kv`) repeats
+them on every device, as torchtune's attention does: each block's repeated keys and values
+are what its kernel saves.
 
 Built on `meta` it allocates nothing; on a real device its weights are drawn from
 N(0, initializer_range²) (norms: 1, Gemma's 1 + weight: 0; biases: 0).
@@ -32,6 +33,7 @@ from torch import nn
 from torch.torch_version import TorchVersion
 from torch.utils.checkpoint import checkpoint
 
+from cebench.core import devices
 from cebench.core.errors import UsageError
 from cebench.models.attention import attend, kernel_for, repeats_kv
 from cebench.models.spec import Family, ModelSpec
@@ -44,23 +46,27 @@ class Decoder(nn.Module):
     norm applied. `head` is the output projection's weight (vocab, d_model): the embedding's
     when the spec ties them. `checkpointing`: each block runs under
     `torch.utils.checkpoint` (non-reentrant) when gradients are on, so that only its input
-    is kept for backward. `attention`: the kind of device ('cpu', 'cuda') whose attention
-    kernel to call by name (`cebench.models.attention`), as a step on `meta` must; None: the
-    one `F.scaled_dot_product_attention` picks for the tensors it gets."""
+    is kept for backward. `attention`: the device (a kind, or a named GPU target) whose
+    attention kernel to call by name (`cebench.models.attention`, by its compute capability),
+    as a step on `meta` must; None: the one `F.scaled_dot_product_attention` picks for the
+    tensors it gets on `device`."""
 
     def __init__(self, spec: ModelSpec, *, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None, checkpointing: bool = False, attention: str | None = None) -> None:
+                 dtype: torch.dtype | None = None, checkpointing: bool = False,
+                 attention: devices.Device | None = None) -> None:
         super().__init__()
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.spec, self.checkpointing = spec, checkpointing
         self.embed = nn.Embedding(spec.vocab, spec.d_model, **factory)
         gpt2 = spec.family == Family.GPT2
         self.positions = nn.Embedding(spec.max_positions, spec.d_model, **factory) if gpt2 else None
-        kind = attention or torch.device(device if device is not None else "cpu").type
-        self.blocks = nn.ModuleList(Block(spec, factory, kind, attention is not None) for _ in range(spec.n_layers))
+        on = torch.device(device if device is not None else "cpu")
+        capability = attention.capability if attention is not None else devices.capability_of(on)
+        self.blocks = nn.ModuleList(Block(spec, factory, capability, attention is not None)
+                                    for _ in range(spec.n_layers))
         self.norm = _norm(spec, factory)
         self.lm_head = None if spec.tied else nn.Parameter(torch.empty(spec.vocab, spec.d_model, **factory))
-        if device is None or torch.device(device).type != "meta":  # on meta there are no values to draw
+        if not devices.is_meta(on):  # on meta there are no values to draw
             self._init_weights()
 
     @property
@@ -105,10 +111,10 @@ class Block(nn.Module):
     """One decoder block: x + attention(norm(x)), then + mlp(norm(x)); Gemma 2 normalises
     each branch's output too."""
 
-    def __init__(self, spec: ModelSpec, factory: dict, kind: str, by_name: bool) -> None:
+    def __init__(self, spec: ModelSpec, factory: dict, capability: tuple[int, int] | None, by_name: bool) -> None:
         super().__init__()
         gemma = spec.family == Family.GEMMA2
-        self.attn_norm, self.attn = _norm(spec, factory), Attention(spec, factory, kind, by_name)
+        self.attn_norm, self.attn = _norm(spec, factory), Attention(spec, factory, capability, by_name)
         self.mlp_norm, self.mlp = _norm(spec, factory), MLP(spec, factory)
         self.attn_out_norm = _norm(spec, factory) if gemma else nn.Identity()
         self.mlp_out_norm = _norm(spec, factory) if gemma else nn.Identity()
@@ -125,18 +131,19 @@ class Block(nn.Module):
 
 class Attention(nn.Module):
     """Causal multi-head attention with n_kv_heads key/value heads (grouped-query when fewer
-    than n_heads), RoPE on q and k when the spec has a rope_theta, on a device of `kind`
-    ('cpu', 'cuda'); `by_name`: its kernel called by name, as a step on `meta` must."""
+    than n_heads), RoPE on q and k when the spec has a rope_theta, on a GPU of compute
+    `capability` (None: the host's CPU); `by_name`: its kernel called by name, as a step on
+    `meta` must."""
 
-    def __init__(self, spec: ModelSpec, factory: dict, kind: str, by_name: bool) -> None:
+    def __init__(self, spec: ModelSpec, factory: dict, capability: tuple[int, int] | None, by_name: bool) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = spec.n_heads, spec.n_kv_heads, spec.head_dim
         dtype = factory["dtype"] or torch.get_default_dtype()
         self.repeat_kv = spec.n_kv_heads != spec.n_heads and (spec.repeat_kv or not _SDPA_GQA
-                                                              or repeats_kv(kind, dtype, spec.head_dim))
+                                                              or repeats_kv(capability, dtype, spec.head_dim))
         kv_heads = spec.n_heads if self.repeat_kv else spec.n_kv_heads
         self.dropout = spec.attn_dropout
-        self.kernel = kernel_for(kind, dtype, spec.n_heads, kv_heads, spec.head_dim,
+        self.kernel = kernel_for(capability, dtype, spec.n_heads, kv_heads, spec.head_dim,
                                  dropout=self.dropout) if by_name else None
         self.scale = spec.attn_scale
         self.q = nn.Linear(spec.d_model, spec.n_heads * spec.head_dim, bias=spec.qkv_bias, **factory)

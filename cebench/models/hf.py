@@ -32,11 +32,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from cebench.core.errors import UsageError
+from cebench.core.patched import resolve
+from cebench.predict.shims import transformers as shim
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from cebench.core.devices import Device
     from cebench.models.contract import Built
 
 PREFIX = "hf:"
@@ -82,12 +85,12 @@ def split(text: str) -> tuple[str, bool, bool]:
 
 
 def build(hf: HF, n_layers: int, device: torch.device | str, dtype: torch.dtype | None, *,
-          checkpointing: bool = False, attention: str | None = None) -> Built:
+          checkpointing: bool = False, attention: Device | None = None) -> Built:
     """The transformers model of `hf` with `n_layers` blocks on `device` (`meta`: nothing
     allocated), floating parameters in `dtype` (None: torch's default), in training mode, as a
     `Built` (body: the base model's hidden states; head: the output embedding's weight).
-    `checkpointing`: its gradient checkpointing, non-reentrant. `attention`: the kind of
-    device ('cpu', 'cuda') it stands in for on `meta` (the adaptations above)."""
+    `checkpointing`: its gradient checkpointing, non-reentrant. `attention`: the device (a
+    kind, or a named GPU target) it stands in for on `meta` (the adaptations above)."""
     import torch
 
     from cebench.models.contract import Built
@@ -98,8 +101,8 @@ def build(hf: HF, n_layers: int, device: torch.device | str, dtype: torch.dtype 
         config.use_cache = False
     with torch.device(device), _quiet(transformers):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype or torch.get_default_dtype())
-    if attention is not None and model.config._attn_implementation == "sdpa":  # eager is plain ops, meta or not
-        model.config._attn_implementation = _register(attention)
+    if attention is not None and shim.attention_implementation(model.config) == "sdpa":  # eager: plain ops, meta or not
+        shim.use_attention(model.config, _register(attention))
     if checkpointing:
         kwargs = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):  # its newer name; the older one is deprecated
@@ -147,31 +150,31 @@ def _quiet(transformers: Any) -> Iterator[None]:
 
 
 @functools.cache
-def _register(kind: str) -> str:
-    """The name of transformers' sdpa attention with the kernel a device of `kind` runs
-    called by name, registered with transformers (attention and mask functions) once."""
-    import torch.nn.functional as F
+def _register(device: Device) -> str:
+    """The name of transformers' sdpa attention with the kernel `device` runs (by its compute
+    capability) called by name, registered with transformers (attention and mask functions)
+    once."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-    from transformers.modeling_utils import AttentionInterface
 
-    from cebench.core.patched import patched
     from cebench.models.attention import attend, kernel_for
+
+    capability = device.capability
 
     def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
              dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
              enable_gqa: bool = False) -> torch.Tensor:
-        kernel = kernel_for(kind, q.dtype, q.shape[1], k.shape[1], q.shape[-1], dropout=dropout_p,
+        kernel = kernel_for(capability, q.dtype, q.shape[1], k.shape[1], q.shape[-1], dropout=dropout_p,
                             mask=attn_mask is not None)
         return attend(q, k, v, scale, kernel, mask=attn_mask, dropout=dropout_p, causal=is_causal)
 
+    functional = resolve(shim.SDPA.owner)  # here, not in the call, which Dynamo traces (an import breaks its graph)
+
     def forward(*args: Any, **kwargs: Any) -> Any:
-        with patched(F, {"scaled_dot_product_attention": sdpa}):
+        with shim.SDPA({"scaled_dot_product_attention": sdpa}, on=functional):
             return sdpa_attention_forward(*args, **kwargs)
 
-    name = f"cebench-sdpa-{kind}"
-    AttentionInterface.register(name, forward)
-    AttentionMaskInterface.register(name, sdpa_mask)
+    name = f"cebench-sdpa-{device.name}"
+    shim.register_attention(name, forward)
     return name
 
 
@@ -192,12 +195,7 @@ def _body_class() -> type[nn.Module]:
             base = cast(nn.Module, self.model.base_model)
             if not self.stand_in:
                 return base(input_ids=ids).last_hidden_state
-            from transformers import masking_utils
-
-            from cebench.core.patched import patched
-
-            # no packed sequences, as real position ids 0..context-1 without padding say
-            with patched(masking_utils, {"find_packed_sequence_indices": lambda position_ids: None}):
+            with shim.PACKED({"find_packed_sequence_indices": lambda position_ids: None}):
                 return base(input_ids=ids).last_hidden_state
 
     return HFBody

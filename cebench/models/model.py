@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import cebench.models.hf as hf_mod
-from cebench.core.devices import out_of_memory
+from cebench.core.devices import Device, out_of_memory
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import user_code
 from cebench.losses.loader import import_object, is_spec
@@ -74,13 +74,13 @@ class Model:
     hf: hf_mod.HF | None = None
 
     def build(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None, *,
-              checkpointing: bool = False, attention: str | None = None) -> Built:
+              checkpointing: bool = False, attention: Device | None = None) -> Built:
         """Its body and head weight on `device` (`meta`: nothing allocated), floating
         parameters in `dtype` (None: as built). `checkpointing`: each block of the
         reference decoder under `torch.utils.checkpoint` (a transformers model: its own
         gradient checkpointing); a user's build checkpoints its own (`UsageError`).
-        `attention`: the kind of device whose attention kernel the model calls by name
-        (`cebench.models.attention`), as on `meta` it must (None: whichever
+        `attention`: the device (a kind, or a named GPU target) whose attention kernel the
+        model calls by name (`cebench.models.attention`), as on `meta` it must (None: whichever
         `F.scaled_dot_product_attention` picks); a user's body runs its own."""
         if self.hf is not None and self.spec is not None:
             return hf_mod.build(self.hf, self.spec.n_layers, device, dtype, checkpointing=checkpointing,

@@ -11,8 +11,6 @@ loss costs inside the model.
 """
 from __future__ import annotations
 
-import contextlib
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -25,12 +23,13 @@ from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Com
 from cebench.core.config import Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import storage_bytes
-from cebench.core.patched import patched
+from cebench.core.torch_names import dynamo_reset, foreach_devices
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
 from cebench.models import fsdp
 from cebench.models.contract import Built, blocks
 from cebench.models.model import Model, resolve_model
+from cebench.predict.shims.optim import any_device
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -123,17 +122,18 @@ def make(config: Config, device: str | torch.device | None = None,
     step of any shape can share; else made here, sharded over `mesh` when given."""
     device = torch.device(device if device is not None else config.device)
     built, optimizer = model or make_model(resolve_model(config.model), device, config.torch_dtype, config.optimizer,
-                                           config.activation_checkpointing, devices.get(config.device).kind, mesh,
+                                           config.activation_checkpointing, devices.get(config.device), mesh,
                                            compiled=config.compile == Compile.BLOCKS)
-    gen = torch.Generator(device="cpu" if device.type == "meta" else device).manual_seed(SEED)
+    meta = devices.is_meta(device)
+    gen = torch.Generator(device="cpu" if meta else device).manual_seed(SEED)
     shape = (config.batch, config.context)
-    ids = (torch.empty(shape, dtype=torch.long, device=device) if device.type == "meta"
+    ids = (torch.empty(shape, dtype=torch.long, device=device) if meta
            else torch.randint(0, built.vocab, shape, generator=gen, device=device))
     return Training(built, optimizer, ids, *labels(config, device, gen))
 
 
 def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer_name: Optimizer,
-               checkpointing: Checkpointing, kind: str, mesh: DeviceMesh | None = None,
+               checkpointing: Checkpointing, target: devices.Device, mesh: DeviceMesh | None = None,
                stand_in: bool = False, compiled: bool = False) -> tuple[Built, torch.optim.Optimizer | None]:
     """`model` built on `device` in `dtype` (parameters drawn with a fixed seed), its blocks
     checkpointed as `checkpointing` says, sharded with FSDP over `mesh` when given
@@ -141,21 +141,21 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
     `compiled`: each block compiled in place (`nn.Module.compile()`, Dynamo's caches
     emptied first, so that the first step compiles), on a real device only (a step on meta
     runs each as inductor's code runs it: `cebench.predict.trace`). On
-    `meta`, or with `stand_in` (fake tensors), it stands in for a device of `kind` ('cpu',
-    'cuda'): its attention kernel and optimizer implementation (torch's for-each kernels
-    where that kind of device has them) are that kind's; on `meta` the optimizer has the
-    state one step gives it."""
-    meta = device.type == "meta"
+    `meta`, or with `stand_in` (fake tensors), it stands in for `target` (a kind of device,
+    or a named GPU target): its attention kernel (by the target's compute capability) and
+    optimizer implementation (torch's for-each kernels where that kind of device has them)
+    are the target's; on `meta` the optimizer has the state one step gives it."""
+    meta = devices.is_meta(device)
     stand_in = stand_in or meta
     torch.manual_seed(SEED)
     blocks = checkpointing == Checkpointing.BLOCKS
-    built = model.build(device, dtype, checkpointing=blocks, attention=kind if stand_in else None)
+    built = model.build(device, dtype, checkpointing=blocks, attention=target if stand_in else None)
     if mesh is not None:
         built = fsdp.shard(built, mesh)
     if compiled:
         compile_blocks(built.body, model.name, real=not stand_in)
     params = built.params
-    optimizer = _optimizer(optimizer_name, params, kind if stand_in else None)
+    optimizer = _optimizer(optimizer_name, params, target.kind if stand_in else None)
     if meta and optimizer is not None:  # its state, as after a first step (nothing is computed on meta)
         for p in params:
             p.grad = torch.empty_like(p)
@@ -173,7 +173,7 @@ def compile_blocks(body: torch.nn.Module, name: str, real: bool = True) -> list[
         raise UsageError(f"{name}: --compile blocks compiles each child of an nn.ModuleList in the body; it has none",
                          "compile")
     if real:
-        torch._dynamo.reset()
+        dynamo_reset()
         for block in found:
             block.compile()
     return found
@@ -190,9 +190,7 @@ def _optimizer(name: Optimizer, params: list[torch.Tensor], kind: str | None) ->
         return _FusedAdamW(trained, fused=True)
     if name == Optimizer.ADAMW_IN_BACKWARD:
         return InBackward(trained, fused=True)
-    from torch.optim.optimizer import _get_foreach_kernels_supported_devices
-
-    foreach = None if kind is None else kind in _get_foreach_kernels_supported_devices()
+    foreach = None if kind is None else kind in foreach_devices()
     cls = {Optimizer.SGD: torch.optim.SGD, Optimizer.ADAMW: torch.optim.AdamW}[name]
     return cls(trained, foreach=foreach)
 
@@ -203,11 +201,11 @@ class _FusedAdamW(torch.optim.AdamW):
     (in place, as on the devices, its step counts on the parameters' device)."""
 
     def __init__(self, params: list[torch.Tensor], **kwargs: Any) -> None:
-        with _any_device():
+        with any_device():
             super().__init__(params, **kwargs)
 
     def step(self, closure: Any = None) -> Any:
-        with _any_device():
+        with any_device():
             return super().step(closure)
 
 
@@ -229,19 +227,18 @@ class InBackward(_FusedAdamW):
 
 
 def unsharded_only(config: Config) -> str | None:
-    """Why `config`'s step cannot be sharded as it asks (None: it can): an optimizer stepped in
-    backward steps each parameter from the hook of its gradient's accumulation, which FSDP,
-    setting the sharded gradients itself, never runs."""
-    if config.sharded and config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
+    """Why `config`'s step cannot be sharded as it asks (None: it can), measured or predicted:
+    an optimizer stepped in backward steps each parameter from the hook of its gradient's
+    accumulation, which FSDP, setting the sharded gradients itself, never runs; compiled
+    blocks are compiled in an unsharded model only."""
+    if not config.sharded:
+        return None
+    if config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
         return (f"{Optimizer.ADAMW_IN_BACKWARD.value} runs unsharded only (--fsdp 1): FSDP sets the sharded "
                 "gradients itself, past the hooks that step it")
+    if config.compile == Compile.BLOCKS:
+        return "compiled blocks run unsharded only (--fsdp 1): cebench compiles the blocks of an unsharded model"
     return None
-
-
-def _any_device() -> contextlib.AbstractContextManager[None]:
-    """Within: torch.optim's fused-AdamW device check passes any device (`meta` included)."""
-    adam = importlib.import_module("torch.optim.adam")
-    return patched(adam, {"_device_dtype_check_for_fused": lambda *args, **kwargs: None})
 
 
 def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Config) -> Step:

@@ -38,19 +38,22 @@ import warnings
 from collections.abc import Callable, Iterator
 from copy import deepcopy
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 from torch import nn
 
 from cebench.core import targets
-from cebench.core.patched import patched
-from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_frames, outside_dispatch_modes
+from cebench.core.devices import Device
+from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_supported, pytree
 from cebench.predict.costs import INDUCTOR_KERNEL
 from cebench.predict.device_view import cuda_answers, unseen
+from cebench.predict.shims import inductor
+from cebench.predict.shims.cuda import CUDA, RAW_STREAM
+from cebench.predict.shims.dispatch import outside_dispatch_modes
+from cebench.predict.shims.inductor import outside_saved_tensors_hooks
+from cebench.predict.shims.tensor import TENSOR
 
-_KINDS = ("cpu", "cuda")  # the kinds of device whose generated code runs here on meta
 # Chunks of a compiled loss predicted at most: Dynamo unrolls its loop, each chunk compiled (92 s for 256 chunks,
 # about 0.35 s a chunk, on the 2-core development CPU)
 MAX_CHUNKS = 64
@@ -62,43 +65,44 @@ class NotCompiled(RuntimeError):
     """The function could not be compiled as one graph whose inputs are its tensor arguments."""
 
 
-def unsupported_reason(kind: str, fsdp: int = 1, chunks: int = 1) -> str | None:
-    """Why a compiled step for a device of `kind` sharded over `fsdp` ranks, whose loss runs
-    `chunks` chunks, cannot be predicted here (None: it can)."""
+def unsupported_reason(device: Device, sharded: bool = False, chunks: int = 1) -> str | None:
+    """Why a compiled step for `device` (a kind of device, or a named GPU target), `sharded` or
+    not, whose loss runs `chunks` chunks, cannot be predicted here (None: it can)."""
     if chunks > MAX_CHUNKS:
         return (f"torch.compile unrolls the chunk loop: {chunks:,} chunks would compile {chunks:,} copies of it; "
                 f"a compiled step is predicted up to {MAX_CHUNKS} chunks: a larger --ce-chunk, or measure it with "
                 "cebench sweep")
-    if fsdp > 1:
+    if sharded:
         return "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
-    if not torch._dynamo.is_dynamo_supported():
+    if not dynamo_supported():
         return "torch.compile (Dynamo) is not supported on this Python/platform"
-    if kind == "cuda" and importlib.util.find_spec("triton") is None:
+    if not (device.is_host or device.is_gpu):
+        return (f"a compiled step is predicted for a CPU or CUDA target, not {device.kind}; measure it with "
+                "cebench sweep")
+    if device.is_gpu and importlib.util.find_spec("triton") is None:
         return "a GPU target's compiled step is written in Triton by inductor: pip install triton (no GPU needed)"
-    if kind in _KINDS:
-        return None
-    return f"a compiled step is predicted for a CPU or CUDA target, not {kind}; measure it with cebench sweep"
+    if device.card is not None and device.card.vendor != "nvidia":
+        return f"{device.card.name}: inductor's code for ROCm is not modelled (its CUDA code is)"
+    return None
 
 
-def on_meta(fn: Callable[..., torch.Tensor], kind: str,
-            gpu: targets.Target | None = None) -> Callable[..., torch.Tensor]:
-    """`fn` as `torch.compile(fn, dynamic=False)` runs it on a device of `kind` (for 'cuda':
-    the card `gpu`, None: `targets.DEFAULT_GPU`), called with `meta` tensors: compiled on its
-    first call with each signature (outside any dispatch mode), then inductor's wrapper run
-    on meta."""
-    return _compiled_on_meta(fn, kind, gpu)
+def on_meta(fn: Callable[..., torch.Tensor], device: Device) -> Callable[..., torch.Tensor]:
+    """`fn` as `torch.compile(fn, dynamic=False)` runs it on `device` (a GPU: for its card,
+    `Device.card`), called with `meta` tensors: compiled on its first call with each
+    signature (outside any dispatch mode), then inductor's wrapper run on meta."""
+    return _compiled_on_meta(fn, device)
 
 
-def module_on_meta(module: nn.Module, kind: str, gpu: targets.Target | None = None) -> Callable[..., Any]:
+def module_on_meta(module: nn.Module, device: Device) -> Callable[..., Any]:
     """`module` as `module.compile()` runs it (its parameters and buffers graph inputs, as
     Dynamo lifts them), called with `meta` tensors: `on_meta` for a module, whose graph is
     captured once per signature and lowered once per distinct graph (the blocks of a
     decoder share one)."""
-    return _compiled_on_meta(module, kind, gpu)
+    return _compiled_on_meta(module, device)
 
 
-def _compiled_on_meta(target: Callable[..., Any], kind: str, gpu: targets.Target | None) -> Callable[..., Any]:
-    card = (gpu or targets.DEFAULT_GPU) if kind == "cuda" else None
+def _compiled_on_meta(target: Callable[..., Any], device: Device) -> Callable[..., Any]:
+    card = device.card
 
     def run(*args: Any, **kwargs: Any) -> Any:
         leaves, spec = pytree.tree_flatten((args, kwargs))
@@ -106,7 +110,8 @@ def _compiled_on_meta(target: Callable[..., Any], kind: str, gpu: targets.Target
                           if isinstance(v, torch.Tensor) else v for v in leaves)
         captured = _captured(target, spec, signature)
         if captured is None:  # Dynamo compiles nothing of it: it runs eagerly
-            return target._call_impl(*args, **kwargs) if isinstance(target, nn.Module) else target(*args, **kwargs)
+            return inductor.module_call(target)(*args, **kwargs) if isinstance(target, nn.Module) else \
+                target(*args, **kwargs)
         lowered = _lowered(captured.graph, card)
         state = dict(target.named_parameters()) | dict(target.named_buffers()) if isinstance(target, nn.Module) else {}
         out = lowered(*(leaves[where] if isinstance(where, int) else state[where] for where in captured.inputs))
@@ -164,12 +169,10 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
     tensors, and Dynamo would skip the frame); None when Dynamo captures no graph (it runs
     the call eagerly: torch's chunked loss, a custom op). `NotCompiled` when it is more than
     one graph, or one whose outputs are not the call's tensors."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     name = getattr(target, "__name__", type(target).__name__)
-    with outside_dispatch_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings():
+    with outside_dispatch_modes(), outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mode = FakeTensorMode()
+        mode = inductor.fake_mode()
         fn = _copy_of(target)
         with mode:  # captured and differentiated on the host: autograd needs a device's guard a CPU build lacks
             leaves = [v.fake() if isinstance(v, _Tensor) else v for v in signature]
@@ -183,12 +186,10 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
             graphs.append((gm, example_inputs))
             return gm.forward
 
-        torch._dynamo.reset()
-        frames = dynamo_frames()
         with mode:  # a module as `nn.Module.compile()` compiles it: its call, not its class's __call__
-            call = fn._call_impl if isinstance(fn, nn.Module) else fn
-            out = torch.compile(call, backend=capture, dynamic=False)(*args, **kwargs)
-    if not graphs and dynamo_frames() == frames:  # Dynamo never looked at the call: not what a GPU run does
+            call = inductor.module_call(fn) if isinstance(fn, nn.Module) else fn
+            out, traced = inductor.capture(call, args, kwargs, backend=capture)
+    if not graphs and not traced:  # Dynamo never looked at the call: not what a GPU run does
         raise NotCompiled(f"torch.compile captured nothing of {name} on this torch ({torch.__version__}): Dynamo "
                           "traced no frame, so it cannot be predicted compiled (nor as eager: it would not be)")
     if not graphs:
@@ -213,29 +214,12 @@ def _captured(target: Callable[..., Any], spec: pytree.TreeSpec, signature: tupl
     return _Captured(_Graph(gm, tuple(example_inputs), key), tuple(where[id(x)] for x in example_inputs), out_spec)
 
 
-@contextlib.contextmanager
-def _outside_saved_tensors_hooks() -> Iterator[None]:
-    """Within: no saved-tensors hooks (a checkpointed block's, compiled on its first call
-    inside `torch.utils.checkpoint`, would otherwise count the compile's own saved tensors
-    as the block's); they are back after."""
-    autograd = torch._C._autograd
-    hooks = []
-    while (top := autograd._top_saved_tensors_default_hooks(True)) is not None:
-        hooks.append(top)
-        autograd._pop_saved_tensors_default_hooks()
-    try:
-        yield
-    finally:
-        for pack, unpack in reversed(hooks):
-            autograd._push_saved_tensors_default_hooks(pack, unpack)
-
-
 def _copy_of(target: Callable[..., Any]) -> Callable[..., Any]:
     """`target` to compile on fake host tensors: a module's copy (its compiled call dropped),
     whose parameters and buffers are then made fake; a function as it is."""
     if not isinstance(target, nn.Module):
         return target
-    with patched(target, {"_compiled_call_impl": None}):
+    with inductor.COMPILED_CALL({"_compiled_call_impl": None}, on=target):
         return deepcopy(target)
 
 
@@ -246,32 +230,30 @@ def _made_fake(module: nn.Module) -> None:
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
 
     for m in module.modules():
-        for name, p in m._parameters.items():
-            if p is not None:
-                m._parameters[name] = nn.Parameter(like(p), requires_grad=p.requires_grad)
-        for name, b in m._buffers.items():
-            if b is not None:
-                m._buffers[name] = like(b)
+        for name, p in list(m.named_parameters(recurse=False, remove_duplicate=False)):
+            setattr(m, name, nn.Parameter(like(p), requires_grad=p.requires_grad))
+        for name, b in list(m.named_buffers(recurse=False, remove_duplicate=False)):
+            setattr(m, name, like(b))
 
 
 @functools.lru_cache(maxsize=64)
 def _lowered(graph: _Graph, gpu: targets.Target | None) -> Callable[..., Any]:
     """The compiled forward-and-backward of `graph` for a CPU (`gpu` None) or for the card
     `gpu`: AOTAutograd's partition and inductor's code, its kernels never built."""
-    with _lowering(gpu):
-        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+    def inner(compile_fx_inner: Callable[..., Any]) -> Callable[..., Any]:
+        lowered = compile_fx_inner if gpu is None else _on_gpu(compile_fx_inner)
+        # torch 2.8 lowers the backward when it first runs, inside the step
+        return lowered if LOWERS_BACKWARD_AHEAD else _in_lowering(lowered, gpu)
 
-        inner = compile_fx_inner if gpu is None else _on_gpu(compile_fx_inner)
-        if not LOWERS_BACKWARD_AHEAD:  # torch 2.8 lowers the backward when it first runs, inside the step
-            inner = _in_lowering(inner, gpu)
-        return cast("Callable[..., Any]", compile_fx(graph.module, list(graph.example_inputs), inner_compile=inner))
+    with _lowering(gpu):
+        return inductor.compile_fx(graph.module, list(graph.example_inputs), inner)
 
 
 @contextlib.contextmanager
 def _lowering(gpu: targets.Target | None) -> Iterator[None]:
     """Within: inductor lowers a graph for `gpu` (None: the CPU) without building a kernel,
     unseen by the step's tracker and its saved-tensors hooks."""
-    with outside_dispatch_modes(), _outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings(), \
+    with outside_dispatch_modes(), outside_saved_tensors_hooks(), unseen(), warnings.catch_warnings(), \
             _no_kernels(), _as_card(gpu):
         warnings.simplefilter("ignore")
         yield
@@ -293,7 +275,6 @@ def _on_gpu(inner: Callable[..., Any]) -> Callable[..., Any]:
     """`inner` (inductor's compiler of one partitioned graph, forward or backward) given the
     graph traced again on fake CUDA tensors: AOTAutograd partitioned it on the host's, and
     inductor lowers each graph for the device its inputs are on."""
-    from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
 
     host, gpu = torch.device("cpu"), torch.device("cuda", 0)
@@ -304,7 +285,7 @@ def _on_gpu(inner: Callable[..., Any]) -> Callable[..., Any]:
                 node.kwargs = {**node.kwargs, "device": gpu}
         gm.recompile()
         # without autograd (its device guard is what a CPU build lacks): each graph is functional already
-        mode = detect_fake_mode(example_inputs)
+        mode = inductor.fake_mode_of(example_inputs)
         if mode is None:
             raise NotCompiled("inductor was given a graph without fake inputs to trace on the GPU")
         with torch.no_grad():
@@ -325,21 +306,10 @@ def _as_card(gpu: targets.Target | None) -> Iterator[None]:
     if gpu is None:
         yield
         return
-    import torch._inductor.scheduler as scheduler
-    import torch.utils._triton as triton_utils
-    from torch._dynamo import device_interface
-
     answers = cuda_answers(gpu)
-    interface = {name: staticmethod(answers[name]) for name in ("get_device_properties", "current_device",
-                                                                "device_count", "is_bf16_supported")}
-    capability = staticmethod(lambda device=None: gpu.capability[0] * 10 + gpu.capability[1])
-    with patched(torch.cuda, answers), \
-            patched(device_interface.CudaInterface, {**interface, "get_compute_capability": capability}), \
-            patched(device_interface.CudaInterface.Worker, {"get_device_properties": interface["get_device_properties"],
-                                                           "current_device": interface["current_device"]}), \
-            patched(scheduler, {"has_triton": lambda: True}), \
-            patched(torch.Tensor, {"copy_": _copy}), \
-            patched(triton_utils, {"triton_hash_with_backend": lambda: "cebench", "triton_backend": lambda: None}):
+    with contextlib.ExitStack() as stack:
+        for replaced in (CUDA(answers), TENSOR({"copy_": _copy}), *inductor.card_interface(answers, gpu.capability)):
+            stack.enter_context(replaced)
         yield
 
 
@@ -354,8 +324,6 @@ def _no_kernels() -> Iterator[None]:
     """Within: inductor compiles forward and backward at once, from nothing cached, and loads
     the modules it writes fresh (never into its caches) with every kernel a no-op and every
     buffer made on `meta`."""
-    from torch._inductor import async_compile, codecache
-
     def load(cls: type, key: str, path: str, linemap: Any = None, attrs: dict[str, Any] | None = None,
              **_: Any) -> types.ModuleType:
         module = types.ModuleType(f"cebench_meta_{key}")
@@ -372,14 +340,9 @@ def _no_kernels() -> Iterator[None]:
     def kernel(self: object, *args: Any, **kwargs: Any) -> _Nothing:
         return _NOTHING
 
-    compiler = async_compile.AsyncCompile
-    functorch: dict[str, Any] = {"enable_autograd_cache": False}
-    if LOWERS_BACKWARD_AHEAD:  # else (2.8) `_in_lowering` lowers the backward when it runs
-        functorch["force_non_lazy_backward_lowering"] = True
-    with torch._inductor.config.patch(fx_graph_cache=False), torch._functorch.config.patch(functorch), \
-            patched(codecache.PyCodeCache, {"load_by_key_path": classmethod(load)}), \
-            patched(compiler, {"cpp_pybinding": kernel, "cpp": kernel, "triton": kernel,
-                               "wait": lambda self, scope: None}):
+    with inductor.fresh_lowering(), inductor.CODECACHE({"load_by_key_path": classmethod(load)}), \
+            inductor.ASYNC_COMPILE({"cpp_pybinding": kernel, "cpp": kernel, "triton": kernel,
+                                    "wait": lambda self, scope: None}):
         yield
 
 
@@ -426,8 +389,13 @@ class _TorchWithoutGpuGuard(types.ModuleType):
     """`torch` as a GPU wrapper's module reads it, its device guard and `set_device` doing
     nothing (there is no GPU to guard): every other name is torch's."""
 
+    @property
+    def cuda(self) -> types.ModuleType:
+        """`torch.cuda` without its device guard (`_CudaWithoutGuard`)."""
+        return _CUDA_NO_GUARD
+
     def __getattr__(self, name: str) -> Any:
-        return _CUDA_NO_GUARD if name == "cuda" else getattr(torch, name)
+        return getattr(torch, name)
 
 
 class _CudaWithoutGuard(types.ModuleType):
@@ -450,5 +418,5 @@ def _gpu_imports() -> Iterator[None]:
     of torch: a CPU build has no such function, and a CUDA build's real one initialises CUDA,
     which fails on a machine without a GPU (a laptop, a login node) and is not needed where
     the launches are skipped anyway."""
-    with patched(torch._C, {"_cuda_getCurrentRawStream": lambda index: 0}, added={"_cuda_getCurrentRawStream"}):
+    with RAW_STREAM({"_cuda_getCurrentRawStream": lambda index: 0}):
         yield

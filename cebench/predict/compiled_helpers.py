@@ -25,22 +25,9 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from cebench.core import targets
-from cebench.core.patched import patched
+from cebench.core.devices import Device
 from cebench.predict import compiled
-
-
-def _compiled(module: object) -> dict[str, Callable[..., Any]]:
-    """The functions `module` holds that `torch.compile` wrapped: name → original."""
-    found = {}
-    for name, value in vars(module).items():
-        if callable(value) and hasattr(value, "_torchdynamo_orig_callable"):  # torch._dynamo is imported then
-            from torch._dynamo.eval_frame import innermost_fn
-
-            original = innermost_fn(value)
-            if original is not value:
-                found[name] = original
-    return found
+from cebench.predict.shims.peers import HELPERS, compiled_functions
 
 
 @contextlib.contextmanager
@@ -60,11 +47,10 @@ def eager(packages: Iterable[str], ran: set[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def predicted(modules: Iterable[str], kind: str, gpu: targets.Target | None) -> Iterator[None]:
+def predicted(modules: Iterable[str], device: Device) -> Iterator[None]:
     """Within: the compiled functions held by `modules` (imported now, with the modules they
-    import) run on meta as inductor's code for a device of `kind` (for 'cuda': the card
-    `gpu`) runs them (`compiled.on_meta`)."""
-    with _replaced(modules, lambda original: compiled.on_meta(original, kind, gpu)):
+    import) run on meta as inductor's code for `device` runs them (`compiled.on_meta`)."""
+    with _replaced(modules, lambda original: compiled.on_meta(original, device)):
         yield
 
 
@@ -80,7 +66,7 @@ def _replaced(packages: Iterable[str],
     modules = [m for n, m in list(sys.modules.items()) if m is not None and (n in names or n.startswith(inside))]
     with contextlib.ExitStack() as stack:
         for module in modules:
-            found = _compiled(module)
+            found = compiled_functions(module)
             if found:
-                stack.enter_context(patched(module, {n: replacement(f) for n, f in found.items()}))
+                stack.enter_context(HELPERS({n: replacement(f) for n, f in found.items()}, on=module))
         yield

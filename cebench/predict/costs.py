@@ -1,7 +1,7 @@
 """What each traced op costs a GPU: its FLOPs, the bytes it must move and its class, for the
 time model (`cebench.core.timemodel`).
 
-`Costs` is an observer of the storage tracker (`StorageTracker.observers`): it is shown every
+`Costs` is an observer of the storage tracker (`Costs.op`, a `tracker.Observer`): it is shown every
 ATen op the step dispatches (the ops of a custom op's Python kernel too) and every Triton launch
 a trace skips (`launch`). An op that only makes a view or an empty buffer launches nothing and
 costs nothing. Any other is one kernel that reads each tensor input once and writes each
@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 
 from cebench.core.timemodel import COLLECTIVE, ELEMENTWISE, FP8, FP32, FUSED, HALF, MATMUL, REDUCTION, SYNC, OpCost
+from cebench.core.torch_names import OpOverload, packet, schema
 
 # Ops that allocate or re-describe a tensor without running a kernel on its data.
 NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "_unsafe_view",
@@ -115,9 +116,9 @@ class Costs:
         self.ops: Counter[OpCost] = Counter()
         self.sequence: list[OpCost] = []
 
-    def op(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, out: object) -> None:
+    def op(self, func: OpOverload, args: tuple, kwargs: dict, out: object) -> None:
         """Count one dispatched op with its outputs `out`."""
-        name = func._schema.name.partition("::")[2]
+        name = schema(func).name.partition("::")[2]
         if func.is_view or name in NO_KERNEL or func.namespace in ("profiler", "prim"):  # prim::device: a query
             return
         unread = UNREAD.get(name, ())
@@ -130,7 +131,7 @@ class Costs:
         if func.namespace == "c10d":
             self._add(OpCost(COLLECTIVE, precision, 0, _sent(name, inputs), name))
             return
-        formula = _formulas().get(func._overloadpacket)
+        formula = _formulas().get(packet(func))
         flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
         read = 0 if name in WRITE_ONLY else sum(map(tensor_bytes, inputs))
         written = sum(map(tensor_bytes, outputs))

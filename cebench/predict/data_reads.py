@@ -57,9 +57,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from cebench.core.torch_names import TorchDispatchMode, is_fake, schema, storage_key, unset_fake_temporarily
 from cebench.predict.shims.tensor import DATA_FACTORIES, TORCH
 
 aten = torch.ops.aten
@@ -140,7 +139,7 @@ def _pointwise(func: Any) -> bool:
 def _written(func: Any) -> tuple[tuple[int, str], ...]:
     """(position, name) of each argument `func` writes into (in place, `out=`): read from its
     schema once per op, not at every call (a trace runs thousands of ops)."""
-    return tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+    return tuple((i, a.name) for i, a in enumerate(schema(func).arguments)
                  if a.alias_info is not None and a.alias_info.is_write)
 
 
@@ -191,11 +190,11 @@ class Answers(TorchDispatchMode):
 
     # what is known
     def _key(self, t: torch.Tensor) -> int:
-        return t.untyped_storage()._cdata
+        return storage_key(t.untyped_storage())
 
     def _set(self, t: torch.Tensor, value: Value | None) -> None:
         storage = t.untyped_storage()
-        key = storage._cdata
+        key = storage_key(storage)
         if value is None:
             self._known.pop(key, None)
             return

@@ -2,7 +2,7 @@
 
 Peers branch on where their tensors are: torch's `F.linear_cross_entropy` chooses its
 buffers by `input.device.type == "cuda"`. On `meta` they would take their host branch and
-allocate what a GPU never does. Inside `seen_as(kind)`, the peers' code (the modules each
+allocate what a GPU never does. Inside `seen_as(target)`, the peers' code (the modules each
 variant declares its code is in: `Variant.peer`) reads a meta tensor's `device` as the
 target's (`cuda:0`), and a tensor asked for on a device of that kind (by a factory such as
 `torch.empty`, `Tensor.new_zeros` or `.to`) is made on `meta`; torch's own kernels, and
@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from cebench.core import targets
+from cebench.core.devices import Device
 from cebench.losses import variants
 from cebench.predict.shims.cuda import CUDA
 from cebench.predict.shims.tensor import (  # what makes a tensor on a device
@@ -52,12 +53,13 @@ def _from_peer(peers: tuple[str, ...], depth: int = 2) -> bool:
     return bool(name.startswith(peers))
 
 
-def _on_meta(kind: str, fn: Callable[..., Any], positional: bool, stand_in: str) -> Callable[..., Any]:
-    """`fn` with a `device=` of `kind` (and, `positional`, a device argument) made `stand_in`."""
+def _on_meta(target: Device, fn: Callable[..., Any], positional: bool, stand_in: str) -> Callable[..., Any]:
+    """`fn` with a `device=` of `target`'s kind (and, `positional`, a device argument) made
+    `stand_in`."""
     def meta(value: object) -> object:
-        if isinstance(value, torch.device) and value.type == kind:
+        if isinstance(value, torch.device) and value.type == target.kind:
             return torch.device(stand_in)
-        if isinstance(value, str) and value.split(":")[0] == kind:
+        if isinstance(value, str) and value.split(":")[0] == target.kind:
             return torch.device(stand_in)
         return value
 
@@ -122,17 +124,18 @@ def _for_peers(answer: Callable[..., Any], original: Callable[..., Any], peers: 
 
 
 @contextlib.contextmanager
-def seen_as(kind: str, gpu: targets.Target | None = None, stand_in: str = "meta") -> Iterator[None]:
-    """Within: a meta tensor's `device` is `kind`'s first device to the peers' code (`Variant.peer`),
-    a tensor made on a `kind` device is made on `meta`, and for 'cuda' the peers' questions to
-    `torch.cuda` are answered from `gpu` (None: `targets.DEFAULT_GPU`). `kind` 'cpu' changes
-    nothing (a meta tensor takes a peer's host branch already). `stand_in`: the device type
-    that stands in for the target instead of meta ('cpu': fake tensors, a sharded step)."""
-    if kind == "cpu":
+def seen_as(target: Device, stand_in: str = "meta") -> Iterator[None]:
+    """Within: a meta tensor's `device` is the first device of `target`'s kind to the peers'
+    code (`Variant.peer`), a tensor made on a device of that kind is made on `meta`, and for a
+    GPU the peers' questions to `torch.cuda` are answered from its card (`Device.card`: a named
+    target's, `targets.DEFAULT_GPU` for 'cuda'). The host changes nothing (a meta tensor takes
+    a peer's host branch already). `stand_in`: the device type that stands in for the target
+    instead of meta ('cpu': fake tensors, a sharded step)."""
+    if target.is_host:
         yield
         return
-    seen = torch.device(kind, 0)
-    answers = cuda_answers(gpu or targets.DEFAULT_GPU) if kind == "cuda" else {}
+    seen = torch.device(target.kind, 0)
+    answers = cuda_answers(target.card) if target.card is not None else {}
     cuda = {name: getattr(torch.cuda, name) for name in answers}
     peers = variants.peer_modules()
 
@@ -140,8 +143,8 @@ def seen_as(kind: str, gpu: targets.Target | None = None, stand_in: str = "meta"
         real = REAL_DEVICE.__get__(self)
         return seen if real.type == stand_in and _from_peer(peers) else real
 
-    methods = {name: _on_meta(kind, getattr(torch.Tensor, name), name == "to", stand_in) for name in METHODS}
-    factories = {name: _on_meta(kind, getattr(torch, name), False, stand_in) for name in FACTORIES}
+    methods = {name: _on_meta(target, getattr(torch.Tensor, name), name == "to", stand_in) for name in METHODS}
+    factories = {name: _on_meta(target, getattr(torch, name), False, stand_in) for name in FACTORIES}
     with TENSOR({"device": property(device), **methods}), TORCH(factories), \
             CUDA({name: _for_peers(answers[name], fn, peers) for name, fn in cuda.items()}):
         yield

@@ -20,18 +20,18 @@ What the tracker adds (`StorageTracker` applies it):
 from __future__ import annotations
 
 import contextlib
-import gc
-import sys
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from cebench.core.patched import patched
+from cebench.core.patched import resolve
+from cebench.core.torch_names import FakeTensorMode, OpOverload, schema
+from cebench.predict.shims.fsdp import PARAM, PARAM_GROUP, SCOPES
+from cebench.predict.shims.process import excepthook_kept, without_gc
 
 if TYPE_CHECKING:
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.device_mesh import DeviceMesh
 
 # Ops that write into the outputs they are given and allocate nothing else (FSDP2's are defined with
@@ -44,13 +44,13 @@ WRITES_INTO = frozenset({
 })
 
 
-def gloo_temporaries(func: torch._ops.OpOverload, args: tuple) -> list[int]:
+def gloo_temporaries(func: OpOverload, args: tuple) -> list[int]:
     """The bytes of each buffer ProcessGroupGloo holds inside collective `func` on CPU, all at
     once at its highest, all freed before it returns (read from the profiler's events of a
     two-rank step): an all-gather, one buffer of its output's size; a reduce-scatter, a
     clone of its input, and while it averages a double scalar and its cast to the input's
     dtype. Other ops: none."""
-    name = func._schema.name
+    name = schema(func).name
     if name == "c10d::_allgather_base_":
         return [args[0].untyped_storage().nbytes()]
     if name == "c10d::_reduce_scatter_base_":
@@ -59,8 +59,6 @@ def gloo_temporaries(func: torch._ops.OpOverload, args: tuple) -> list[int]:
 
 
 IN_FLIGHT = "fsdp "  # what the op of a storage FSDP made while gathering or reducing begins with (`follow`)
-_SCOPES = {"foreach_all_gather": "all-gather", "foreach_all_gather_copy_out": "copy-out",
-           "foreach_reduce": "reduce-scatter"}
 
 
 class Follower(Protocol):
@@ -77,7 +75,7 @@ def follow(tracker: Follower) -> Iterator[None]:
     `tracker.track`, and set `tracker.scope` to `IN_FLIGHT` + what FSDP is doing while it
     gathers, copies out, reduces or resizes. FSDP2's functions are private: `_fsdp_param`'s,
     and the names `_fsdp_param_group` imported."""
-    from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
+    param, param_group = resolve(PARAM.owner), resolve(PARAM_GROUP.owner)
 
     def scoped(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -94,10 +92,9 @@ def follow(tracker: Follower) -> Iterator[None]:
             scoped(tracker.track, "unsharded parameter")(tensor)
         return run
 
-    storage = {"alloc_storage": resized(_fsdp_param.alloc_storage), "free_storage": resized(_fsdp_param.free_storage)}
-    collectives = {name: scoped(getattr(_fsdp_param_group, name), what) for name, what in _SCOPES.items()}
-    with patched(_fsdp_param, storage), \
-            patched(_fsdp_param_group, {"alloc_storage": storage["alloc_storage"], **collectives}):
+    storage = {"alloc_storage": resized(param.alloc_storage), "free_storage": resized(param.free_storage)}
+    collectives = {name: scoped(getattr(param_group, name), what) for name, what in SCOPES.items()}
+    with PARAM(storage), PARAM_GROUP({"alloc_storage": storage["alloc_storage"], **collectives}):
         yield
 
 
@@ -155,30 +152,23 @@ def fake_world(world: int) -> Iterator[World]:
             _close(current.world)
             current.world = None
         opened = current.world = current.world or _open(world)
-    collecting = gc.isenabled()
-    gc.disable()  # FSDP's steps leave garbage in cycles: collected at times that reorder the trace's frees
     try:
-        with opened.mode:
+        with without_gc(), opened.mode:
             yield opened
     finally:
         if current is None:
             _close(opened)
-        if collecting:
-            gc.enable()
 
 
 def _open(world: int) -> World:
     """A new fake world of `world` ranks (`fake_world`)."""
     import torch.distributed as dist
-    from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.device_mesh import init_device_mesh
 
     if dist.is_initialized():
         raise RuntimeError("a sharded step is predicted in a process outside any process group")
-    hook = sys.excepthook  # each process group's start prefixes tracebacks with its rank, for good
-    # an in-process store: torch 2.8's fake backend still rendezvouses (env://) without one
-    dist.init_process_group("fake", store=dist.HashStore(), rank=0, world_size=world)
-    sys.excepthook = hook
+    with excepthook_kept():  # an in-process store: torch 2.8's fake backend still rendezvouses (env://) without one
+        dist.init_process_group("fake", store=dist.HashStore(), rank=0, world_size=world)
     try:
         mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
     except BaseException:

@@ -12,9 +12,9 @@ import contextlib
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from cebench.core.devices import Device
+from cebench.core.torch_names import TorchDispatchMode
 
 _HALF = (torch.bfloat16, torch.float16)
 

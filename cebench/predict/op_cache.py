@@ -22,7 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from cebench.core import devices
+from cebench.core.torch_names import OpOverload, no_dispatch, pytree, schema, storage_key
 
 LIMIT = 200_000  # entries kept before the cache starts afresh (a few hundred bytes each)
 _UNCACHEABLE = object()
@@ -36,7 +38,7 @@ def _meta_key(value: object, values: bool = True) -> object:
     """A hashable stand-in for an op argument (numbers by their type alone unless
     `values`), or raises `TypeError` when there is none."""
     if isinstance(value, torch.Tensor):
-        if value.device.type != "meta":
+        if not devices.is_meta(value.device):
             raise TypeError("not a meta tensor")
         return (value.dtype, tuple(value.shape), value.stride(), value.storage_offset())
     if isinstance(value, (list, tuple)):
@@ -47,15 +49,15 @@ def _meta_key(value: object, values: bool = True) -> object:
 
 
 @functools.cache
-def _kind(func: torch._ops.OpOverload) -> str | None:
+def _kind(func: OpOverload) -> str | None:
     """FRESH when `func`'s schema promises new outputs (no mutation, no aliasing, tensors
     only), IN_PLACE when it mutates its inputs, None for any other op (views, data reads)."""
-    schema = func._schema
+    signature = schema(func)
     if any(tag in _DATA_TAGS for tag in func.tags):
         return None
-    if schema.is_mutable:
+    if signature.is_mutable:
         return IN_PLACE
-    if all(r.alias_info is None and str(r.type) in ("Tensor", "List[Tensor]") for r in schema.returns):
+    if all(r.alias_info is None and str(r.type) in ("Tensor", "List[Tensor]") for r in signature.returns):
         return FRESH
     return None
 
@@ -63,7 +65,7 @@ def _kind(func: torch._ops.OpOverload) -> str | None:
 class OpCache:
     """Runs ATen ops on meta tensors, answering from `_ENTRIES` what it has seen before."""
 
-    def run(self, func: torch._ops.OpOverload, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
+    def run(self, func: OpOverload, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
         """`func(*args, **kwargs)`'s outputs: `call()`'s, or made from the entry for these inputs."""
         kind = _kind(func)
         if kind is None:
@@ -81,7 +83,7 @@ class OpCache:
             if len(_ENTRIES) >= LIMIT:
                 _ENTRIES.clear()
             if kind == IN_PLACE:
-                flat = tree_flatten(args)[0]
+                flat = pytree.tree_flatten(args)[0]
                 before = [_layout(a) for a in flat if isinstance(a, torch.Tensor)]
                 out = call()
                 _ENTRIES[key] = _returned(out, flat, before)
@@ -90,12 +92,12 @@ class OpCache:
                 _ENTRIES[key] = _describe(out, args)
             return out
         if kind == IN_PLACE:
-            out = tree_flatten(args)[0][entry[0]] if entry else None
+            out = pytree.tree_flatten(args)[0][entry[0]] if entry else None
         else:
             leaves, spec = entry
-            with torch._C._DisableTorchDispatch():  # made here, not an op of the step: no mode below sees them
+            with no_dispatch():  # made here, not an op of the step: no mode below sees them
                 made = [torch.empty_strided(size, stride, dtype=dtype, device="meta") for dtype, size, stride in leaves]
-            out = tree_unflatten(made, spec)
+            out = pytree.tree_unflatten(made, spec)
         return out
 
 
@@ -117,16 +119,16 @@ def _returned(out: object, flat: list[object], before: list[tuple]) -> object:
 def _describe(out: object, args: tuple) -> object:
     """What it takes to make `out` again, or `_UNCACHEABLE` when new tensors of the same
     metadata would not stand for it (see the module's docstring)."""
-    leaves, spec = tree_flatten(out)
-    seen = {a.untyped_storage()._cdata for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)}
+    leaves, spec = pytree.tree_flatten(out)
+    seen = {storage_key(a.untyped_storage()) for a in pytree.tree_flatten(args)[0] if isinstance(a, torch.Tensor)}
     made = []
     for t in leaves:
-        if not isinstance(t, torch.Tensor) or t.device.type != "meta" or t.is_conj() or t.is_neg():
+        if not isinstance(t, torch.Tensor) or not devices.is_meta(t.device) or t.is_conj() or t.is_neg():
             return _UNCACHEABLE
         storage = t.untyped_storage()
         needed = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta").untyped_storage().nbytes()
-        if storage._cdata in seen or t.storage_offset() or storage.nbytes() != needed:
+        if storage_key(storage) in seen or t.storage_offset() or storage.nbytes() != needed:
             return _UNCACHEABLE
-        seen.add(storage._cdata)
+        seen.add(storage_key(storage))
         made.append((t.dtype, tuple(t.shape), t.stride()))
     return made, spec

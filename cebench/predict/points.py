@@ -9,12 +9,11 @@ from dataclasses import dataclass, replace
 from cebench.core import devices, targets, timemodel
 from cebench.core.config import ITEMSIZE, Compile, Config
 from cebench.core.errors import UsageError, describe
-from cebench.core.torch_names import RELEASE, fake_collectives
 from cebench.losses import variants
 from cebench.losses.inputs import ignored_count
 from cebench.models import training
 from cebench.models.model import Model, resolve_model
-from cebench.predict import compiled, series
+from cebench.predict import compiled, series, support
 from cebench.predict.trace import OpaqueOp, time_reason
 from cebench.store.schema import Result, Status
 
@@ -30,7 +29,7 @@ def predict(config: Config) -> Result:
     target = devices.get(config.device)
     result = Result.blank(config, f"predicted for {config.device}")
     result.target = config.device if target.is_target else ""
-    reason = meta_reason(config)
+    reason = support.reason(config, predicted=True)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
@@ -94,30 +93,6 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
     result.note = "; ".join(filter(None, (result.note, said)))
 
 
-def meta_reason(config: Config) -> str | None:
-    """Why `config`'s variant cannot run on meta for its target (None: it can): what it
-    lacks there, or the semantics it does not take. A compiled variant, and compiled blocks,
-    run as inductor's code runs (`cebench.predict.compiled`), never built: a compiled
-    variant's eager twin's needs are its own."""
-    variant = variants.get(config.variant)
-    kind = devices.get(config.device).kind
-    reason = (variants.get(variants.eager_twin(config.variant)).unsupported_reason(kind) or variant.lacks(config)
-              or training.unsharded_only(config))
-    if not reason and config.compile == Compile.BLOCKS:
-        reason = compiled.unsupported_reason(kind, config.fsdp)
-    if not reason and variant.compiles:
-        reason = compiled.unsupported_reason(kind, config.fsdp, config.chunks)
-    if not reason and config.sharded and not fake_collectives():
-        reason = (f"torch {RELEASE}'s collectives have no meta kernels, so a sharded step "
-                  "cannot be followed in a fake world: --fsdp is predicted with torch 2.9 or newer; measure it "
-                  "with cebench sweep")
-    card = targets.BY_NAME.get(config.device)
-    if not reason and card is not None and card.vendor != "nvidia" and (variant.compiles or
-                                                                        config.compile == Compile.BLOCKS):
-        reason = f"{card.name}: inductor's code for ROCm is not modelled (its CUDA code is)"
-    return reason
-
-
 def unpredictable(config: Config) -> str | None:
     """Why `config`'s variant cannot be predicted (None: it can), asked of its loss alone at
     batch 1 (a loss that cannot be predicted cannot be inside a model either)."""
@@ -162,7 +137,8 @@ class Fit:
     the budget, with that peak in bytes. `batch` 0: not even one sequence fits.
     `at_limit`: the search stopped at its batch limit, which still fits. `time_ms`: the
     predicted step time at that batch on a named GPU (None where the time model cannot
-    predict it, `meta.time_reason`)."""
+    predict it, `meta.time_reason`). `unsupported`: why the point cannot be predicted
+    (`support.reason`; its batch then 0, nothing predicted), None when it was fitted."""
 
     config: Config
     batch: int
@@ -170,6 +146,7 @@ class Fit:
     at_limit: bool
     predictions: int
     time_ms: float | None = None
+    unsupported: str | None = None
 
     @property
     def tokens(self) -> int:
@@ -238,7 +215,12 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     it can be (`cebench.predict.series`): its cost grows neither with its chunks nor with its
     model's blocks. A compiled chunked loss is traced whole, each probe compiled: its search
     stops at `compiled.MAX_CHUNKS` chunks (an answer there is `at_limit`). On a named GPU the
-    answer's step time is predicted too (`Fit.time_ms`)."""
+    answer's step time is predicted too (`Fit.time_ms`). A point that cannot be predicted
+    (`support.reason`: a setting of its model's step another excludes, say) is answered
+    `Fit.unsupported`, nothing predicted."""
+    reason = support.reason(config, predicted=True)
+    if reason:
+        return Fit(config, 0, None, False, 0, unsupported=reason)
     cache: dict[int, int] = {}
 
     def peak(batch: int) -> int:

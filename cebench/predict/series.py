@@ -38,7 +38,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
@@ -46,6 +46,7 @@ from cebench.core import devices
 from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
 from cebench.core.timemodel import OpCost
+from cebench.core.torch_names import storage_key
 from cebench.losses import variants
 from cebench.models import training as training_mod
 from cebench.models.model import resolve_model
@@ -67,21 +68,30 @@ WORTH_LAYERS = 3  # blocks beyond the samples from which extrapolating along the
 WRITTEN_OUT = 1024  # blocks beyond which a step is not written out as a batch series' sample (real models: ≤ 128)
 
 
-class EventTracker(StorageTracker):
-    """A storage tracker that logs each storage's allocation and release as (signature,
-    raw bytes), in order, and the raw bytes of the distinct storages it was told to ignore
-    (`before`: what the step starts with). `block` is what the target's allocator charges
-    a request (applied by `Series`, not here)."""
+class Logged(NamedTuple):
+    """What an `EventTracker` logged: each storage's allocation and release as (signature,
+    raw bytes), in order (`events`: its own list, where a storage that dies after the trace
+    still logs its release), and the raw bytes of the distinct storages it was told to ignore
+    (`before`: what the step starts with)."""
 
-    def __init__(self, ignore: Iterable[torch.Tensor] = (),
-                 granularity: int | Callable[[int], int] = 1, device_types: frozenset[str] | None = None) -> None:
+    events: list[tuple[Signature, int]]
+    before: list[int]
+
+
+class EventTracker(StorageTracker[Logged]):
+    """A storage tracker that logs the step's storages (`Logged`) in raw bytes, whatever its
+    `granularity`: what the target's allocator charges is applied by `Series`."""
+
+    def __init__(self, ignore: Iterable[torch.Tensor] = (), **given: Any) -> None:  # `StorageTracker`'s
         ignore = list(ignore)
-        super().__init__(ignore, 1, device_types)
-        self.block = charge(granularity)
-        self.before = list({t.untyped_storage()._cdata: t.untyped_storage().nbytes() for t in ignore}.values())
-        self.events: list[tuple[Signature, int]] = []
+        super().__init__(ignore, **{**given, "granularity": 1})
+        self._log = Logged([], list({storage_key(t.untyped_storage()): t.untyped_storage().nbytes()
+                                     for t in ignore}.values()))
         self._live: dict[int, tuple[int, object]] = {}
         self._op: object = None
+
+    def recorded(self) -> Logged:
+        return self._log
 
     def rng_state(self, state: torch.Tensor) -> None:
         self._op = "get_rng_state"
@@ -90,11 +100,11 @@ class EventTracker(StorageTracker):
     def _changed(self, key: int, tensor: torch.Tensor | None) -> None:
         old = self._live.pop(key, None)
         if old is not None:  # released, or resized: the old storage goes first
-            self.events.append(((FREE, old[1]), old[0]))
+            self._log.events.append(((FREE, old[1]), old[0]))
         if tensor is not None:
             raw = self._sizes[key]  # granularity 1: the storage's own bytes
             self._live[key] = (raw, self._op)
-            self.events.append(((ALLOC, self._op), raw))
+            self._log.events.append(((ALLOC, self._op), raw))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self._op = func
@@ -121,15 +131,15 @@ class _Sample:
 def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sample, Callable[[int], int]]:
     """`config`'s step traced on meta with its events logged (and its FLOPs counted: a
     counter costs a model step's trace half as much again), its model with `layers` blocks
-    (None: its own), and its target's `block`."""
+    (None: its own), and what its target's allocator charges a request (`block`)."""
     counter = flop_counter() if flops else None
     costs = Costs() if time_reason(config) is None else None  # the time rides along: cheaper than a second trace
-    tracker, _, state = trace(config, EventTracker, counter, layers=layers, costs=costs)
-    total = None if counter is None else counted(counter)
+    traced = trace(config, EventTracker, counter, layers=layers, costs=costs)
     # the events as the step left them: a storage that dies later (a sharded world's model, freed with its world)
     # would log its release into the tracker's list after the trace
-    return _Sample(list(tracker.events), tracker.before, total, frozenset(tracker.blas), tracker.skipped, state,
-                   tracker.said, None if costs is None else tuple(costs.sequence)), tracker.block
+    sample = _Sample(list(traced.record.events), traced.record.before, traced.flops, traced.blas, traced.skipped,
+                     traced.state_bytes, traced.said, None if costs is None else tuple(costs.sequence))
+    return sample, charge(devices.get(config.device).block_bytes)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import functools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import torch
 
@@ -25,7 +25,6 @@ from cebench.core.config import Checkpointing, Compile, Config, Grads, Optimizer
 from cebench.core.errors import said
 from cebench.core.guard import user_code
 from cebench.core.memory import MemoryReading, storage_bytes
-from cebench.core.torch_names import grouped_query_flops
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
@@ -38,56 +37,81 @@ from cebench.predict import compiled, compiled_helpers, data_reads, fake_world, 
 from cebench.predict.costs import Costs
 from cebench.predict.device_view import seen_as
 from cebench.predict.op_cache import OpCache
+from cebench.predict.shims.flop_counter import count_op, grouped_query_flops, untracked_modules
+from cebench.predict.shims.inductor import COMPILED_CALL
 from cebench.predict.shims.tensor import watch_rng_states
-from cebench.predict.tracker import StorageTracker
+from cebench.predict.tracker import Observer, Recorded, StorageTracker
 from cebench.store.schema import PREDICTED
 
 if TYPE_CHECKING:
     from torch.utils.flop_counter import FlopCounterMode
-    from torch.utils.module_tracker import ModuleTracker
-
-Tracker = TypeVar("Tracker", bound=StorageTracker)
-
 
 class OpaqueOp(Exception):
     """The step ran an op whose allocations a dispatch-mode tracker cannot see."""
 
 
+@dataclass(frozen=True)
+class Trace(Generic[Recorded]):
+    """One step traced on meta (`trace`). Bytes are charged as the target's allocator charges
+    them (`Device.block_bytes`; an `EventTracker`'s peak: raw). `base_bytes`: the storages the
+    step starts with (inputs, kept gradients; a model's parameters and optimizer state) on the
+    target; `workspace_bytes`: its cuBLAS workspaces there, one per thread that ran a matmul
+    (`blas`: 'forward', 'backward'; `Device.workspace_bytes`, 0 but on a named GPU);
+    `peak_delta_bytes`: the most the step's new storages held at once, above the base;
+    `state_bytes`: a model's parameters + gradients + optimizer state (None without a model),
+    `parameter_bytes` and `optimizer_state_bytes` its parameters and optimizer state alone (0
+    without one); `flops`: the FLOPs its counter counted (`counted`; None: no counter, or not
+    kept); `skipped`: what it launched and did not run (Triton launches); `said`: the distinct
+    warnings it raised; `record`: what its tracker recorded besides
+    (`StorageTracker.recorded`: an `OpTracker`'s `Timeline`)."""
+
+    base_bytes: int
+    workspace_bytes: int
+    peak_delta_bytes: int
+    state_bytes: int | None
+    parameter_bytes: int
+    optimizer_state_bytes: int
+    blas: frozenset[str]
+    flops: int | None
+    skipped: str
+    said: str
+    record: Recorded
+
+
 @overload
-def trace(config: Config, tracker_type: type[Tracker], counter: FlopCounterMode | None = None,
-          layers: int | None = None, costs: Costs | None = None) -> tuple[Tracker, int, int | None]: ...
+def trace(config: Config, make_tracker: Callable[..., StorageTracker[Recorded]],
+          counter: FlopCounterMode | None = None, layers: int | None = None,
+          costs: Costs | None = None) -> Trace[Recorded]: ...
 @overload
 def trace(config: Config, *, counter: FlopCounterMode | None = None,
-          layers: int | None = None, costs: Costs | None = None) -> tuple[StorageTracker, int, int | None]: ...
-def trace(config: Config, tracker_type: type[StorageTracker] = StorageTracker,
+          layers: int | None = None, costs: Costs | None = None) -> Trace[None]: ...
+def trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]] = StorageTracker,
           counter: FlopCounterMode | None = None, layers: int | None = None,
-          costs: Costs | None = None) -> tuple[StorageTracker, int, int | None]:
-    """One step of `config` on `meta` inputs under a new `tracker_type` (and `counter`, which
-    counts that step alone, and `costs`, which counts its ops and skipped Triton launches
-    for the time model; neither where the variant's matmuls run in its own kernels,
-    `Variant.kernel_matmuls`: a part would pass for the whole): the tracker after it, the
-    bytes of the storages the step starts with (inputs, kept gradients; a model's
-    parameters and optimizer state) on the target device, and a model's parameters +
-    gradients + optimizer state there (else None). Nothing is allocated or computed. The
-    RNG states saved by checkpointing count too where they live in the target's memory
-    (`Device.host_tensors_count`: on CPU, not on CUDA), and so do the host tensors an
-    optimizer keeps. `OpaqueOp` when the step ran a custom op. A peer's code runs as on the
-    target (`_peers_run`): it sees the target's device, its Triton launches do nothing and
-    its compiled helpers run eagerly (`tracker.skipped` says which) and its reads of data
-    are answered (`cebench.predict.data_reads`); so does the untracked step before it
-    (`grads` keep). `layers`: a preset's or config.json's model built with that
+          costs: Costs | None = None) -> Trace[Any]:
+    """One step of `config` on `meta` inputs under a new tracker made by `make_tracker` (a
+    `StorageTracker` class, or one partly applied, called with its keyword arguments), with
+    `counter` counting that step's FLOPs alone and `costs` its ops and skipped Triton launches
+    for the time model (neither where the variant's matmuls run in its own kernels,
+    `Variant.kernel_matmuls`: a part would pass for the whole): its `Trace`. Nothing is
+    allocated or computed. The RNG states saved by checkpointing count too where they live
+    in the target's memory (`Device.host_tensors_count`: on CPU, not on CUDA), and so do the
+    host tensors an optimizer keeps. `OpaqueOp` when the step ran a custom op. A peer's code
+    runs as on the target (`_peers_run`): it sees the target's device, its Triton launches
+    do nothing and its compiled helpers run eagerly (`Trace.skipped` says which) and its
+    reads of data are answered (`cebench.predict.data_reads`); so does the untracked step
+    before it (`grads` keep). `layers`: a preset's or config.json's model built with that
     many blocks instead of its own (`cebench.predict.series` extrapolates along them)."""
     with _world(config) as world:
         try:
-            return _trace(config, tracker_type, counter, layers, world, costs)
+            return _trace(config, make_tracker, counter, layers, world, costs)
         except BaseException:
             if world is not None:  # a step that failed half way leaves its model anywhere
                 world.models.clear()
             raise
 
 
-def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCounterMode | None, layers: int | None,
-           world: fake_world.World | None, costs: Costs | None) -> tuple[StorageTracker, int, int | None]:
+def _trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]], counter: FlopCounterMode | None,
+           layers: int | None, world: fake_world.World | None, costs: Costs | None) -> Trace[Any]:
     """`trace`, the model sharded in `world` when given (`fake_world.fake_world`)."""
     target = devices.get(config.device)
     steady = _steady(config, layers, world)
@@ -106,23 +130,24 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
 
     state = None if training is None else training.state_bytes(target.block_bytes, held)
     before = [t for t in before if held(t)]
-    tracker = tracker_type(ignore=before, granularity=target.block_bytes, device_types=on)
-    if mesh is None and not _reads_data(config):  # an op's outputs on meta are remembered: the ops below are known
-        tracker.cache = OpCache()
-    if mesh is not None and target.is_host:  # measured with gloo, which holds buffers inside collectives
-        tracker.temporaries = fake_world.gloo_temporaries
-    if training is not None:
-        tracker.model = ([p for p in map(fsdp.local, training.params) if held(p)],
-                         [t for t in map(fsdp.local, training.state()) if held(t)])
+    # a model's parameters and its optimizer's state in the target's memory, as the step starts
+    params = [] if training is None else [p for p in map(fsdp.local, training.params) if held(p)]
+    optimizer_state = [] if training is None else [t for t in map(fsdp.local, training.state()) if held(t)]
     variant = variants.REGISTRY.get(config.variant)  # None: a body step's stand-in loss
+    observers: list[Observer] = []
     launched = None
     if variant is None or not variant.kernel_matmuls:  # a kernel's matmuls are unseen: a part would pass for all
         if counter is not None:
-            tracker.observers.append(lambda func, args, kwargs, out: counter._count_flops(func._overloadpacket, out,
-                                                                                          args, kwargs))
+            observers.append(functools.partial(count_op, counter))
         if costs is not None:
-            tracker.observers.append(costs.op)
+            observers.append(costs.op)
             launched = costs.launch
+    tracker = make_tracker(
+        ignore=before, granularity=target.block_bytes, device_types=on, observers=observers,
+        # an op's outputs on meta are remembered: the ops below are known
+        cache=OpCache() if mesh is None and not _reads_data(config) else None,
+        # measured with gloo, which holds buffers inside collectives
+        temporaries=fake_world.gloo_temporaries if mesh is not None and target.is_host else None)
     step = steady.make(tracker.wrap(steady.fn))
     step.prepare()
     rng = watch_rng_states(tracker.rng_state) if target.host_tensors_count else contextlib.nullcontext()
@@ -135,12 +160,16 @@ def _trace(config: Config, tracker_type: type[StorageTracker], counter: FlopCoun
             followed, grouped_query_flops(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
-    tracker.skipped, tracker.said = skipped.note(), said(caught)
     if tracker.opaque:
         raise OpaqueOp(f"{', '.join(sorted(tracker.opaque))} is a custom op: on meta tensors it allocates only "
                        "its outputs, not its internal buffers, so its peak cannot be predicted; measure it with "
                        "cebench sweep")
-    return tracker, storage_bytes(before, target.block_bytes), state
+    return Trace(base_bytes=storage_bytes(before, target.block_bytes),
+                 workspace_bytes=target.workspace_bytes * len(tracker.blas), peak_delta_bytes=tracker.peak,
+                 state_bytes=state, parameter_bytes=storage_bytes(params, target.block_bytes),
+                 optimizer_state_bytes=storage_bytes(optimizer_state, target.block_bytes),
+                 blas=frozenset(tracker.blas), flops=None if counter is None else counted(counter),
+                 skipped=skipped.note(), said=said(caught), record=tracker.recorded())
 
 
 def note(skipped: str, said: str) -> str:
@@ -171,15 +200,15 @@ def _steady(config: Config, layers: int | None = None, world: fake_world.World |
     one kept there for the steps of every shape and loss, else built there, and then `warm`
     brings it where a first step leaves it (FSDP's lazy setup, the optimizer's state), as
     every traced step leaves it again."""
-    kind = devices.get(config.device).kind
+    target = devices.get(config.device)
     if config.has_model:
-        fn = training_mod.stand_in if config.variant == training_mod.BODY else _loss(config, kind)
+        fn = training_mod.stand_in if config.variant == training_mod.BODY else _loss(config, target)
         model = with_layers(resolve_model(config.model), layers)
         if world is not None:
-            key = (model, config.dtype, kind, config.optimizer, config.activation_checkpointing)
+            key = (model, config.dtype, target, config.optimizer, config.activation_checkpointing)
             kept = world.models.get(key)
             built = kept or training_mod.make_model(model, torch.device("cpu"), torch_dtype(config.dtype),
-                                                    config.optimizer, config.activation_checkpointing, kind,
+                                                    config.optimizer, config.activation_checkpointing, target,
                                                     world.mesh, stand_in=True)
             training = training_mod.make(config, device="cpu", model=built)
 
@@ -190,14 +219,14 @@ def _steady(config: Config, layers: int | None = None, world: fake_world.World |
 
             return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
                            settle, training.tensors, training)
-        training = training_mod.make(config, device="meta", model=_model(model, config.dtype, kind, config.optimizer,
+        training = training_mod.make(config, device="meta", model=_model(model, config.dtype, target, config.optimizer,
                                                                          config.activation_checkpointing))
         training.zero_grad()  # the model is shared: a step that failed half way may have left gradients
-        _compile_blocks(training.built.body, config, kind)
+        _compile_blocks(training.built.body, config, target)
         return _Steady(fn, lambda loss: training_mod.make_step(loss, training, config), training.targets,
                        lambda: None, training.tensors, training)
     x = inputs_mod.make(config, device="meta")
-    fn = _loss(config, kind)
+    fn = _loss(config, target)
 
     def warm() -> None:
         if config.grads == Grads.KEEP:  # the previous step, which leaves its gradients behind
@@ -208,25 +237,23 @@ def _steady(config: Config, layers: int | None = None, world: fake_world.World |
     return _Steady(fn, lambda loss: make_step(loss, x, config), x.targets, warm, x.tensors, None)
 
 
-def _compile_blocks(body: torch.nn.Module, config: Config, kind: str) -> None:
+def _compile_blocks(body: torch.nn.Module, config: Config, target: devices.Device) -> None:
     """`body`'s blocks (shared by every step on meta) each run as inductor's code for
-    `config`'s target runs it when `config` compiles them (`compiled.module_on_meta`, as
+    `target` (`config`'s) runs it when `config` compiles them (`compiled.module_on_meta`, as
     `nn.Module.compile()` installs its compiled call), else eagerly."""
     if config.compile == Compile.BLOCKS:
-        gpu = targets_mod.BY_NAME.get(config.device)
         for block in training_mod.compile_blocks(body, config.model, real=False):
-            block._compiled_call_impl = compiled.module_on_meta(block, kind, gpu)
+            COMPILED_CALL.set_on(block, {"_compiled_call_impl": compiled.module_on_meta(block, target)})
     else:
         for block in blocks(body):
-            block._compiled_call_impl = None
+            COMPILED_CALL.set_on(block, {"_compiled_call_impl": None})
 
 
-def _loss(config: Config, kind: str) -> Callable[..., torch.Tensor]:
+def _loss(config: Config, target: devices.Device) -> Callable[..., torch.Tensor]:
     """`config`'s variant's function as its step calls it on meta: a compiled variant's as
-    inductor's code for a device of `kind` runs (`cebench.predict.compiled`)."""
+    inductor's code for `target` (`config`'s) runs (`cebench.predict.compiled`)."""
     variant = variants.of(config)
-    gpu = targets_mod.BY_NAME.get(config.device)
-    return compiled.on_meta(variant.load(), kind, gpu) if variant.compiled else variant.load()
+    return compiled.on_meta(variant.load(), target) if variant.compiled else variant.load()
 
 
 @contextlib.contextmanager
@@ -259,9 +286,8 @@ def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False,
             packages = [module for module, _ in variants.get(config.variant).requires.packages]
             stack.enter_context(compiled_helpers.eager(packages, skipped.eager))
         if variant is not None and variant.compiled_parts:
-            stack.enter_context(compiled_helpers.predicted([variant.load().__module__], target.kind,
-                                                           targets_mod.BY_NAME.get(config.device)))
-        stack.enter_context(seen_as(target.kind, targets_mod.BY_NAME.get(config.device), "cpu" if fake else "meta"))
+            stack.enter_context(compiled_helpers.predicted([variant.load().__module__], target))
+        stack.enter_context(seen_as(target, "cpu" if fake else "meta"))
         if needs_triton:
             stack.enter_context(answers.data_factories())
             stack.enter_context(answers)
@@ -298,12 +324,12 @@ def _host_state(training: training_mod.Training | None, host_counts: bool) -> se
 
 @contextlib.contextmanager
 def _world(config: Config) -> Iterator[fake_world.World | None]:
-    """The world a step of `config` is sharded in: rank 0 of a fake world of `config.fsdp`
+    """The world a step of `config` is sharded in: rank 0 of a fake world of `config.world`
     ranks (`fake_world.fake_world`), or None for an unsharded step."""
     if not config.sharded or not config.has_model:
         yield None
         return
-    with fake_world.fake_world(config.fsdp) as world:
+    with fake_world.fake_world(config.world) as world:
         yield world
 
 
@@ -319,13 +345,14 @@ def with_layers(model: Model, layers: int | None) -> Model:
 
 
 @functools.lru_cache(maxsize=8)
-def _model(model: Model, dtype: str, kind: str, optimizer: Optimizer, checkpointing: Checkpointing,
+def _model(model: Model, dtype: str, target: devices.Device, optimizer: Optimizer, checkpointing: Checkpointing,
            ) -> tuple[training_mod.Built, torch.optim.Optimizer | None]:
-    """`model` on `meta` for a device of `kind` with its optimizer's state
-    (`training.make_model`), shared by the steps of every shape, loss, body and target of
-    that kind: nothing on meta changes. Keyed by the resolved `Model`, which a changed
+    """`model` on `meta` for `target` (a kind of device, or a named GPU target, whose compute
+    capability chooses its attention kernel) with its optimizer's state
+    (`training.make_model`), shared by the steps of every shape, loss and body for that
+    target: nothing on meta changes. Keyed by the resolved `Model`, which a changed
     config.json changes."""
-    return training_mod.make_model(model, torch.device("meta"), torch_dtype(dtype), optimizer, checkpointing, kind)
+    return training_mod.make_model(model, torch.device("meta"), torch_dtype(dtype), optimizer, checkpointing, target)
 
 
 def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> MemoryReading:
@@ -337,10 +364,10 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> Memo
     engine's), which the sweep's warm-up creates; the peak adds what the step holds at its
     highest point; a model's step, its `state_bytes` too."""
     costs = Costs() if time_reason(config) is None else None
-    tracker, base, state = trace(config, counter=counter, costs=costs)
-    base += workspace_bytes(config, tracker)
-    return MemoryReading(base, base + tracker.peak, PREDICTED, state, note=note(tracker.skipped, tracker.said),
-                         time_ms=step_time(config, costs))
+    traced = trace(config, counter=counter, costs=costs)
+    base = traced.base_bytes + traced.workspace_bytes
+    return MemoryReading(base, base + traced.peak_delta_bytes, PREDICTED, traced.state_bytes,
+                         note=note(traced.skipped, traced.said), time_ms=step_time(config, costs))
 
 
 def time_reason(config: Config) -> str | None:
@@ -376,26 +403,7 @@ def time_of(ops: Mapping[timemodel.OpCost, int], device: str) -> float | None:
     return None if card is None else timemodel.step_ms(ops, card)
 
 
-def workspace_bytes(config: Config, tracker: StorageTracker) -> int:
-    """The cuBLAS workspaces a traced step of `config` adds to its target's base: one per
-    thread that ran a matmul (`tracker.blas`), each `Device.workspace_bytes` (0 but on a
-    named GPU)."""
-    return devices.get(config.device).workspace_bytes * len(tracker.blas)
-
-
 INT64_MAX = 2**63 - 1
-
-
-class _Flat:
-    """A module tracker that attributes every FLOP to the whole step."""
-
-    parents = frozenset({"Global"})
-
-    def __enter__(self) -> _Flat:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def flop_counter() -> FlopCounterMode:
@@ -414,9 +422,7 @@ def flop_counter() -> FlopCounterMode:
     in_place = {aten.addmm_: flop_registry[aten.addmm].__wrapped__,
                 aten.baddbmm_: flop_registry[aten.baddbmm].__wrapped__}
     counter = FlopCounterMode(display=False, custom_mapping=in_place)
-    if hasattr(counter, "mod_tracker"):
-        counter.mod_tracker = cast("ModuleTracker", _Flat())  # duck-typed: only entered and asked for parents
-    return counter
+    return untracked_modules(counter)
 
 
 def counted(counter: FlopCounterMode) -> int | None:
@@ -435,7 +441,6 @@ def count_flops(config: Config) -> int | None:
     says so."""
     counter = flop_counter()
     try:  # a compiled variant's own trace compiles it afresh, which a measuring process must not do
-        trace(replace(config, variant=variants.eager_twin(config.variant)), counter=counter)
+        return trace(replace(config, variant=variants.eager_twin(config.variant)), counter=counter).flops
     except Exception:  # whatever a variant does on meta tensors, the row is not failed for it
         return None
-    return counted(counter)

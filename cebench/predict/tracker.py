@@ -28,14 +28,26 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar, cast
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from cebench.core.memory import round_up
-from cebench.core.torch_names import is_non_overlapping_and_dense
+from cebench.core.torch_names import (
+    OpOverload,
+    TorchDispatchMode,
+    current_autograd_node,
+    custom_op_kernel,
+    is_non_overlapping_and_dense,
+    is_zero_tensor,
+    node_call,
+    pytree,
+    schema,
+    storage_key,
+    storage_uses,
+    tensor_uses,
+)
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,
@@ -52,46 +64,47 @@ from cebench.models.fsdp import local
 from cebench.predict.fake_world import WRITES_INTO
 from cebench.predict.op_cache import OpCache
 
-# What the tracker shows each op it runs (func, args, kwargs, outputs): a FLOP count, a cost count.
-Observer = Callable[[torch._ops.OpOverload, tuple, dict, object], None]
+# What the tracker shows each op it runs (func, args, kwargs, outputs), a custom op's Python kernel's too: a FLOP
+# count (`shims.flop_counter.count_op` on a counter), the ops' costs (`Costs.op`), a time model.
+Observer = Callable[[OpOverload, tuple, dict, object], None]
+# The bytes of the buffers a collective (func, args) holds inside itself (`fake_world.gloo_temporaries`).
+Temporaries = Callable[[OpOverload, tuple], list[int]]
+Recorded = TypeVar("Recorded")  # what a tracker records besides the bytes (`StorageTracker.recorded`)
 
 # ATen ops that run on cuBLAS on a GPU (each thread that runs one gets a cuBLAS handle and workspace).
 BLAS_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_scaled_mm",
                       "_int_mm", "_addmm_activation"})
 
 
-class StorageTracker(TorchDispatchMode):
+class StorageTracker(TorchDispatchMode, Generic[Recorded]):
     """Running total (`current`) and high-water mark (`peak`) of new storages, in bytes,
     each rounded up to `granularity`, or charged as `granularity(nbytes)` says when it is a
     function (a target's `Device.block_bytes`). `blas` holds the phases ('forward',
     'backward': the autograd engine's thread) in which a cuBLAS op (a matmul) ran.
     `device_types`: count only storages on these kinds of device (None: every one; a step on
-    `meta` for a GPU leaves out the host tensors an optimizer makes)."""
+    `meta` for a GPU leaves out the host tensors an optimizer makes). `observers` are shown
+    every op it runs; `cache` answers ops on meta seen before; `temporaries` says what a
+    collective holds inside itself (None: nothing)."""
 
-    def __init__(self, ignore: Iterable[torch.Tensor] = (),
-                 granularity: int | Callable[[int], int] = 1, device_types: frozenset[str] | None = None) -> None:
+    def __init__(self, ignore: Iterable[torch.Tensor] = (), granularity: int | Callable[[int], int] = 1,
+                 device_types: frozenset[str] | None = None, *, observers: Sequence[Observer] = (),
+                 cache: OpCache | None = None, temporaries: Temporaries | None = None) -> None:
         super().__init__()
         _lone_holds()  # found once, before any step runs
         self.granularity = granularity
         self._types = device_types
+        self._observers = tuple(observers)
+        self._cache = cache
+        self._temporaries = temporaries
         self._block = charge(granularity)
         self.blas: set[str] = set()
         self.current = 0
         self.peak = 0
         self._sizes: dict[int, int] = {}
-        self._ignored = {t.untyped_storage()._cdata for t in ignore}
+        self._ignored = {storage_key(t.untyped_storage()) for t in ignore}
         self.opaque: set[str] = set()  # custom ops seen: their internal buffers are invisible here
         self.transparent: set[str] = set()  # custom ops run by their Python kernel: their buffers are seen
-        self.skipped = ""  # what the traced step launched and did not run (`meta.trace`: Triton launches)
-        self.said = ""  # the distinct warnings the traced step raised (`meta.trace`)
-        self.cache: OpCache | None = None  # answers ops on meta seen before (`meta.trace` sets it)
-        # shown every ATen op it runs, a custom op's Python kernel's too (`meta.trace` adds the FLOP and cost counts)
-        self.observers: list[Observer] = []
-        # the bytes of the buffers a collective holds inside itself (`sharded.gloo_temporaries`; None: none)
-        self.temporaries: Callable[[torch._ops.OpOverload, tuple], list[int]] | None = None
-        self.scope = ""  # what FSDP is doing, when its storages are made (`sharded.follow`): their op's name
-        # a model's parameters and its optimizer's state in the target's memory, as the step starts (`meta.trace`)
-        self.model: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
+        self.scope = ""  # what FSDP is doing, when its storages are made (`fake_world.follow`): their op's name
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -100,6 +113,11 @@ class StorageTracker(TorchDispatchMode):
     def _changed(self, key: int, tensor: torch.Tensor | None) -> None:
         """Storage `key` was registered or resized (`tensor`: the output that showed it) or
         released (None). Nothing to do here; `OpTracker` records it."""
+
+    def recorded(self) -> Recorded:
+        """What it recorded besides the bytes, once its `with` block is left (`trace.Trace.record`):
+        nothing here (a `StorageTracker[None]`), a subclass's log."""
+        return cast("Recorded", None)
 
     def rng_state(self, state: torch.Tensor) -> None:
         """Count a CPU RNG state, which `torch.get_rng_state()` makes outside the dispatcher."""
@@ -113,7 +131,7 @@ class StorageTracker(TorchDispatchMode):
     def track(self, tensor: torch.Tensor) -> None:
         """Count `tensor`'s storage (once; again if it was resized); a DTensor's local shard's."""
         storage = local(tensor).untyped_storage()
-        key = storage._cdata  # the StorageImpl's address: the same for every view
+        key = storage_key(storage)  # the StorageImpl's address: the same for every view
         if key in self._ignored or (self._types is not None and storage.device.type not in self._types):
             return
         nbytes = self._block(storage.nbytes())
@@ -130,28 +148,28 @@ class StorageTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is _ADD and not kwargs and (into := accumulated_into(args)) is not None:
             out = into.add_(args[1])  # below this mode: no new storage
-            for observe in self.observers:
+            for observe in self._observers:
                 observe(func, args, {}, out)
             return out
         kernel = None
-        if self.temporaries is not None:
-            self._hold(self.temporaries(func, args), _device_type(args))
-        if func.namespace not in ("aten", "prims", "profiler") and func._schema.name not in WRITES_INTO:
-            kernel = python_kernel(func, _device_type(args))  # profiler: record_function marks (optimizers)
+        if self._temporaries is not None:
+            self._hold(self._temporaries(func, args), _device_type(args))
+        if func.namespace not in ("aten", "prims", "profiler") and schema(func).name not in WRITES_INTO:
+            kernel = custom_op_kernel(func, _device_type(args))  # profiler: record_function marks (optimizers)
             (self.opaque if kernel is None else self.transparent).add(str(func))
-        elif func._schema.name.removeprefix("aten::") in BLAS_OPS:
-            self.blas.add(FORWARD if torch._C._current_autograd_node() is None else BACKWARD)
+        elif schema(func).name.removeprefix("aten::") in BLAS_OPS:
+            self.blas.add(FORWARD if current_autograd_node() is None else BACKWARD)
         if kernel is not None:
             with self:  # the kernel's own ops come through here (and through any mode below: a FLOP counter)
                 out = kernel(*args, **(kwargs or {}))
         else:
-            if self.cache is not None:
-                out = self.cache.run(func, args, kwargs or {}, lambda: func(*args, **(kwargs or {})))
+            if self._cache is not None:
+                out = self._cache.run(func, args, kwargs or {}, lambda: func(*args, **(kwargs or {})))
             else:
                 out = func(*args, **(kwargs or {}))
-            for observe in self.observers:  # here, not by modes of their own: one dispatch less per op
+            for observe in self._observers:  # here, not by modes of their own: one dispatch less per op
                 observe(func, args, kwargs or {}, out)
-        for value in tree_flatten(out)[0]:
+        for value in pytree.tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
                 self.track(value)
         return out
@@ -181,7 +199,7 @@ def accumulated_into(args: tuple) -> torch.Tensor | None:
     tensors of one shape, dtype and device, `old` dense and held by the engine alone: its
     references (C++ and Python) what a lone gradient's are here (`_lone_holds`), and no other
     tensor on its storage."""
-    if torch.is_grad_enabled() or torch._C._current_autograd_node() is None or len(args) != 2:
+    if torch.is_grad_enabled() or current_autograd_node() is None or len(args) != 2:
         return None
     if _holds(args) != _lone_holds():  # first: a local name for `old` would be one reference more
         return None
@@ -190,8 +208,8 @@ def accumulated_into(args: tuple) -> torch.Tensor | None:
             or old.device != new.device:
         return None
     storage = old.untyped_storage()  # a reference to the storage itself: one use more
-    alone = torch._C._storage_Use_Count(storage._cdata) == 2
-    dense = is_non_overlapping_and_dense(old) and not old.is_nested and not old._is_zerotensor()
+    alone = storage_uses(storage) == 2
+    dense = is_non_overlapping_and_dense(old) and not old.is_nested and not is_zero_tensor(old)
     return old if alone and dense else None
 
 
@@ -200,7 +218,7 @@ def _holds(args: tuple) -> tuple[int, int] | None:
     Python object's reference count (None: not a plain tensor)."""
     if not isinstance(args[0], torch.Tensor):
         return None
-    return args[0]._use_count(), sys.getrefcount(args[0])  # type: ignore[attr-defined]
+    return tensor_uses(args[0]), sys.getrefcount(args[0])
 
 
 @functools.cache
@@ -211,7 +229,7 @@ def _lone_holds() -> tuple[int, int] | None:
 
     class Probe(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is _ADD and torch._C._current_autograd_node() is not None:
+            if func is _ADD and current_autograd_node() is not None:
                 seen.append(_holds(args))
             return func(*args, **(kwargs or {}))
 
@@ -227,33 +245,20 @@ def charge(granularity: int | Callable[[int], int]) -> Callable[[int], int]:
     return granularity if callable(granularity) else (lambda n: round_up(n, granularity))
 
 
-def python_kernel(func: torch._ops.OpOverload, device_type: str | None) -> Callable[..., object] | None:
-    """The Python kernel of a `torch.library.custom_op` for tensors on `device_type` (its
-    kernel registered for that device, else its default one), or None when `func` is no such
-    op (a C++ op, or one defined with `torch.library.Library`)."""
-    from torch._library.custom_ops import OPDEFS
-
-    opdef = OPDEFS.get(func._schema.name)
-    if opdef is None:
-        return None
-    return opdef._backend_fns.get(device_type) or opdef._init_fn
-
-
 def _device_type(args: tuple) -> str | None:
     """The device type of the first tensor among `args`."""
-    return next((a.device.type for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)), None)
+    return next((a.device.type for a in pytree.tree_flatten(args)[0] if isinstance(a, torch.Tensor)), None)
 
 
-class OpTracker(StorageTracker):
+class OpTracker(StorageTracker[Timeline]):
     """A `StorageTracker` that also records the step as a `Timeline`: each storage with the
     op that made it, that output's shape and dtype, the phase and the autograd node running
-    (`torch._C._current_autograd_node()`). An op run inside a backward node with grad mode
+    (`current_autograd_node()`). An op run inside a backward node with grad mode
     on is forward work recomputed there (checkpointing). The step's function marks where its
     forward returns (`wrap`); the recording ends with the `with` block."""
 
-    def __init__(self, ignore: Iterable[torch.Tensor] = (),
-                 granularity: int | Callable[[int], int] = 1, device_types: frozenset[str] | None = None) -> None:
-        super().__init__(ignore, granularity, device_types)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # `StorageTracker`'s
+        super().__init__(*args, **kwargs)
         self._builder = TimelineBuilder()
         self._recording = True
         self._entered = 0  # how deep inside its own `with` blocks: a Python kernel's ops enter it again
@@ -265,7 +270,7 @@ class OpTracker(StorageTracker):
     def mark(self, output: torch.Tensor) -> None:
         """The forward returned `output` (the loss): what follows is the backward."""
         self._backward = True
-        self._builder.mark_backward(output.untyped_storage()._cdata)
+        self._builder.mark_backward(storage_key(output.untyped_storage()))
 
     def wrap(self, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
         return marking(fn, self.mark)
@@ -288,12 +293,15 @@ class OpTracker(StorageTracker):
         """What was recorded inside the `with` block."""
         return self._builder.build()
 
+    def recorded(self) -> Timeline:
+        return self.timeline()
+
     def _context(self) -> tuple[str, str | None, int | None]:
         """(phase, autograd node, region: a number per node call) at this moment."""
-        node = torch._C._current_autograd_node()
+        node = current_autograd_node()
         if node is None:
             return (BACKWARD if self._backward else FORWARD), None, None
-        key = (id(node), node._sequence_nr())
+        key = (id(node), node_call(node))
         if key != self._node:
             self._node, self._region = key, self._region + 1
         return (RECOMPUTE if torch.is_grad_enabled() else BACKWARD), node.name(), self._region
@@ -309,5 +317,5 @@ class OpTracker(StorageTracker):
                                 dtype_name(tensor.dtype), region)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self._op = op_name(func._schema.name)
+        self._op = op_name(schema(func).name)
         return super().__torch_dispatch__(func, types, args, kwargs)

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch.utils._pytree import tree_flatten
-
 from cebench.core import interpreter
-from cebench.core.patched import patched
+from cebench.core.patched import resolve
+from cebench.core.torch_names import pytree
 from cebench.losses import variants
+from cebench.predict.shims.triton import GRID, INTERPRETED_RUN, LAUNCHERS
 
 
 @dataclass
@@ -127,15 +127,8 @@ def skipped(needed: bool = False, on_skip: Callable[[list[Any], str], None] | No
         yield record
         return
     interpreter.enable()
-    from triton.runtime import autotuner, jit
-
-    launchers: list[type] = [jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:  # a Triton without its interpreter
-        InterpretedFunction = None  # noqa: N806
-    else:
-        launchers.append(InterpretedFunction)
+    interpreted = not INTERPRETED_RUN.moved()  # a Triton without its interpreter lacks it
+    launchers = [(r, resolve(r.owner)) for r in LAUNCHERS if r is not INTERPRETED_RUN or interpreted]
 
     def launch(self: Any, *args: Any, **kwargs: Any) -> None:
         name, package = _name(self)
@@ -143,16 +136,16 @@ def skipped(needed: bool = False, on_skip: Callable[[list[Any], str], None] | No
         if package:
             record.packages.add(package)
         if on_skip is not None:
-            on_skip([a for a in tree_flatten((args, kwargs))[0] if hasattr(a, "untyped_storage")], name)
+            on_skip([a for a in pytree.tree_flatten((args, kwargs))[0] if hasattr(a, "untyped_storage")], name)
         return None
 
     def grid(self: Any, grid: Any) -> Callable[..., None]:  # `kernel[grid]`, where it launches without `run`
         return functools.partial(launch, self)
 
     with contextlib.ExitStack() as stack:
-        for cls in launchers:
+        for replaced, cls in launchers:
             if "run" in vars(cls):  # a class that launches (the others inherit a patched one)
-                stack.enter_context(patched(cls, {"run": launch}))
-        if InterpretedFunction is not None:  # Triton 3.4's interpreter: `[grid]` runs the grid itself
-            stack.enter_context(patched(InterpretedFunction, {"__getitem__": grid}, added={"__getitem__"}))
+                stack.enter_context(replaced({"run": launch}))
+        if interpreted:  # Triton 3.4's interpreter: `[grid]` runs the grid itself
+            stack.enter_context(GRID({"__getitem__": grid}))
         yield record

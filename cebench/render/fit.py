@@ -15,6 +15,7 @@ from cebench.store.schema import Status
 
 if TYPE_CHECKING:
     from cebench.commands.predict import Fitted
+    from cebench.predict.points import Fit
 
 FASTEST = "◀ fastest"  # the row of the most predicted tokens per second within the budget
 
@@ -34,7 +35,8 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
     bytes, its share of the budget, the batch against the baseline's; on a named GPU its
     predicted step time and tokens per second there), with the loss alone's answer where
     there is one and the measured peak with `measure`; the most tokens highlighted, and the
-    most tokens per second of all the rows marked `FASTEST`.
+    most tokens per second of all the rows marked `FASTEST`; a point that cannot be predicted
+    (`Fit.unsupported`) says 'unsupported' and a note below says why.
     A group per value of the model step's settings that were given more than one (`varied`),
     each row compared and highlighted within its group. `unit`: memory in that unit
     (`cebench.core.units.BYTE_UNITS`) rather than each cell's own."""
@@ -57,6 +59,7 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
         specs.append(("measured", "measured peak", 0))
     table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
                   title=f"cebench fit · budget {format_bytes(budget, unit)} · target {fits[0].config.device}")
+    reasons: list[str] = []  # why each unsupported row is, numbered in the notes
     for label, members in groups.items():
         if names:
             table.add_group(label)
@@ -65,6 +68,9 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
         alone_base = next((alone[i].batch for i in members if fits[i].config.variant == base and i in alone), None)
         for i in members:
             f = fits[i]
+            if f.unsupported:
+                table.add_row(*_unsupported_cells(f, reasons, [c.key for c in table.columns]))
+                continue
             batch = f"≥ {f.batch:,} (limit)" if f.at_limit else f"{f.batch:,}" if f.batch else "none fits"
             a = alone.get(i)
             r = measured.get(i)
@@ -83,7 +89,21 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
                 else r.status}
             style = "bold green" if i == best and f.batch else ""
             table.add_row(*(Text(cells[c.key], style=style) for c in table.columns))
+    table.notes.extend(f"[{n}] {reason}" for n, reason in enumerate(reasons, 1))
     return table
+
+
+def _unsupported_cells(f: Fit, reasons: list[str], keys: list[str]) -> list[Text]:
+    """The cells (one per column of `keys`) of a point that cannot be predicted: its variant
+    and chunk, 'unsupported' with the number of its reason in `reasons` (added there), '–'
+    elsewhere."""
+    assert f.unsupported is not None
+    if f.unsupported not in reasons:
+        reasons.append(f.unsupported)
+    said = {"variant": Text(f.config.variant),
+            "ce_chunk": Text("" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}"),
+            "batch": Text("unsupported", style="yellow") + Text(f" [{reasons.index(f.unsupported) + 1}]", style="dim")}
+    return [said.get(key, Text("–")) for key in keys]
 
 
 def fit_note(fitted: Fitted) -> str:

@@ -15,6 +15,7 @@ from cebench.core.errors import UsageError
 from cebench.core.memory import BYTES_LIMIT
 from cebench.losses import variants
 from cebench.models.model import resolve_model
+from cebench.predict import support
 
 
 def check_temperature(temperature: float) -> float:
@@ -74,7 +75,7 @@ class Grid:
         """This grid without the variants that cannot run on its device here, and why each
         of those cannot (name → reason). With `smoke`, user variants are smoke-tested on a
         tiny problem first (`UsageError` when one breaks the contract)."""
-        reasons = {n: r for n in self.variants if (r := variants.get(n).unsupported_reason(self.device))}
+        reasons = {n: r for n in self.variants if (r := support.variant_reason(n, devices.get(self.device)))}
         if smoke:
             variants.smoke_test(self.variants, self.device)
         return replace(self, variants=tuple(n for n in self.variants if n not in reasons)), reasons

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from cebench.core import devices
 from cebench.core.errors import describe
 from cebench.core.memory import MemoryReading
-from cebench.core.patched import patched
+from cebench.predict.shims.fsdp import COLLECTIVES, DISTRIBUTED
 from cebench.run import isolate
 from cebench.run.isolate import Child, Outcome
 from cebench.store.schema import Status
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 SETTLE_S = 0.01  # how long a gloo rank's memory pass keeps a collective's work after it is done (s)
 ATTEMPTS = 6  # profiled steps a gloo rank's memory pass takes at most
-COLLECTIVES = ("all_gather_single", "reduce_scatter_single")  # the torch.distributed functions FSDP2's step calls
 
 Started = list[tuple[multiprocessing.process.BaseProcess, multiprocessing.connection.Connection]]
 
@@ -219,7 +218,7 @@ def _settled() -> Iterator[None]:
 
         return call
 
-    with patched(dist, {name: settled(getattr(dist, name)) for name in COLLECTIVES}):
+    with DISTRIBUTED({name: settled(getattr(dist, name)) for name in COLLECTIVES}):
         yield
 
 

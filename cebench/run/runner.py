@@ -5,8 +5,9 @@ finite → 'error', a variant that cannot run here or lacks a loss semantics the
 for → 'unsupported'; every non-ok row says why in `error`. What the implementation warned
 while it ran (a fallback, say) goes in `note`.
 
-A point whose model is sharded (`fsdp` > 1) is measured by that many ranks, processes of its
-own (`sharded`, `cebench.run.ranks`): it is isolated whether or not the sweep isolates points.
+A point whose model is sharded (`Config.sharded`) is measured by its `Config.world` ranks,
+processes of its own (`sharded`, `cebench.run.ranks`): it is isolated whether or not the sweep
+isolates points. Whether a point can run at all is `cebench.predict.support`'s answer.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from cebench.measure import limits
 from cebench.measure.timing import Timing, time_steps
 from cebench.models import training
 from cebench.models.model import resolve_model
+from cebench.predict import support
 from cebench.predict.trace import count_flops
 from cebench.run import isolate, ranks
 from cebench.run.isolate import Child
@@ -132,14 +134,6 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
         result.model_state_bytes = memory.state_bytes
 
 
-def _unsupported(config: Config) -> str | None:
-    """Why `config`'s variant cannot run here or lacks a semantics the point asks for, or None."""
-    variant = variants.get(config.variant)
-    if config.compile == Compile.BLOCKS and config.sharded:
-        return "compiled blocks are measured unsharded only (--fsdp 1)"
-    return training.unsharded_only(config) or variant.unsupported_reason(config.device) or variant.lacks(config)
-
-
 @devices.frozen_heap()  # a fresh block per call
 def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms: float | None = None,
         child: Child | None = None, timeout_s: float | None = None) -> Result:
@@ -147,14 +141,14 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     its `flops` (and `tflops_per_s`) and `matmul_floor_ms`: with `calibrate`,
     `limits.matmul_floor_ms`, calibrated once per shape in this process after the row's own
     measurement, outside its memory probe; else `floor_ms` as given (calibrated elsewhere,
-    None where that failed). A sharded point (`fsdp` > 1) is measured by its ranks
+    None where that failed). A sharded point (`Config.sharded`) is measured by its ranks
     (`sharded`), set up as `child` (default: this process's threads and the point's device;
     a user's variant needs its spec there), waiting at most `timeout_s` seconds (None: for ever)."""
     device = devices.get(config.device)
-    if config.sharded and config.compile == Compile.NONE:
+    if config.sharded:
         return sharded(config, settings, child or Child(device=config.device), timeout_s, device.model_name())
     result = Result.blank(config, device.model_name())
-    reason = _unsupported(config)
+    reason = support.reason(config)
     if reason:
         result.status, result.error = Status.UNSUPPORTED, reason
         return result
@@ -202,7 +196,7 @@ def _rank(mesh: DeviceMesh, config: Config, settings: Settings, body: bool) -> _
 
 
 def sharded(config: Config, settings: Settings, child: Child, timeout_s: float | None, device_name: str) -> Result:
-    """Measure `config`, whose model is sharded over `config.fsdp` ranks, in that many
+    """Measure `config`, whose model is sharded over `config.world` ranks, in that many
     processes of its own (`ranks.launch`), each set up as `child` with its share of the
     threads (`ranks.share`: the row's `threads`), waiting at most `timeout_s` seconds (None:
     for ever); never raises for a failure of the step. The first rank that fails makes the
@@ -212,18 +206,18 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
     `note` gives each rank's peak where they differ), time and warnings rank 0's; the body
     step is sharded too (its peak the highest rank's, its time rank 0's); `flops` is counted
     here. `device_name`: the row's where no rank said it."""
-    threads = ranks.share(child.threads, config.fsdp)
+    threads = ranks.share(child.threads, config.world)
 
     def failed(status: str, error: str) -> Result:
         result = Result.blank(config, device_name)
         result.threads, result.status, result.error = threads, status, error
         return result
 
-    reason = _unsupported(config) or devices.get(config.device).ranks_reason(config.fsdp)
+    reason = support.reason(config) or devices.get(config.device).ranks_reason(config.world)
     if reason:
         return failed(Status.UNSUPPORTED, reason)
     key = _body_key(config, settings, threads)
-    outcome = ranks.launch(_rank, (config, settings, key not in _BODY), config.fsdp, replace(child, threads=threads),
+    outcome = ranks.launch(_rank, (config, settings, key not in _BODY), config.world, replace(child, threads=threads),
                            timeout_s)
     if outcome.status != Status.OK:
         return failed(outcome.status, outcome.error)

@@ -1,0 +1,19 @@
+"""FSDP2 as a trace and a measurement follow it: the private functions with which it resizes
+its unsharded parameters' storage and runs its collectives (`cebench.predict.fake_world.follow`
+scopes and reports them), and the `torch.distributed` collectives its step calls, made
+asynchronous and settled in a measured memory pass (`cebench.run.ranks`)."""
+from __future__ import annotations
+
+from cebench.core.patched import Replaced
+
+CHECKED = {"torch": ("2.9.0", "2.13.0", "2.14.1")}  # 2.8 cannot follow FSDP on fake tensors (no meta c10d kernels)
+SCOPES = {"foreach_all_gather": "all-gather", "foreach_all_gather_copy_out": "copy-out",
+          "foreach_reduce": "reduce-scatter"}  # FSDP2's collectives, by what the trace calls them
+COLLECTIVES = ("all_gather_single", "reduce_scatter_single")  # the torch.distributed functions FSDP2's step calls
+
+PARAM = Replaced("torch.distributed.fsdp._fully_shard._fsdp_param", ("alloc_storage", "free_storage"),
+                 "each resize of an unsharded parameter's storage, reported to the tracker")
+PARAM_GROUP = Replaced("torch.distributed.fsdp._fully_shard._fsdp_param_group", ("alloc_storage", *SCOPES),
+                       "the collectives (and the resizes) as the parameter group imported them, scoped")
+DISTRIBUTED = Replaced("torch.distributed", COLLECTIVES, "each collective run asynchronously, waited for and "
+                       "settled (a measured rank's memory pass)")

@@ -1,0 +1,58 @@
+"""Whether a point can run: the one answer to "can this point run here?", for a point measured
+on its device here (`cebench sweep`, `explain`, `verify`) and for one predicted for its target
+on meta tensors (`predict`, `fit`, `explain --meta`); every command asks here, and the row of
+a point that cannot run is `unsupported` with the reason in one line.
+
+Each check stays where its knowledge lives and is asked only through here, in this order:
+
+- the model's step: settings that exclude each other (`training.unsharded_only`: an optimizer
+  stepped in backward, compiled blocks, in a sharded step);
+- the variant: what it needs of the device and of this machine (`Variant.unsupported_reason`;
+  predicted: its eager twin's, for the target's kind of device, as compiled code is run as
+  inductor's code runs, never built), then the loss semantics it takes (`Variant.lacks`);
+- predicted only: what a step on meta cannot follow (compiled code, `compiled.unsupported_reason`;
+  a sharded step's collectives on a torch without their meta kernels).
+
+Imports torch only when a point is asked about (the command line parses without it).
+"""
+from __future__ import annotations
+
+from cebench.core import devices
+from cebench.core.config import Compile, Config
+from cebench.losses import variants
+
+
+def variant_reason(name: str, device: devices.Device, *, predicted: bool = False) -> str | None:
+    """Why variant `name` cannot run on `device` here at all (None: it can): measured there, or
+    (`predicted`) predicted for it, where a compiling variant needs what its eager twin needs."""
+    own = variants.eager_twin(name) if predicted else name
+    return variants.get(own).unsupported_reason(device.kind)
+
+
+def reason(config: Config, *, predicted: bool = False) -> str | None:
+    """Why `config` cannot run (None: it can): measured on its device here, or (`predicted`)
+    predicted on meta tensors for its target; one line, the first check that refuses it (see
+    the module's docstring)."""
+    from cebench.models import training
+
+    return (training.unsharded_only(config)
+            or variant_reason(config.variant, devices.get(config.device), predicted=predicted)
+            or variants.get(config.variant).lacks(config)
+            or (_unpredictable(config) if predicted else None))
+
+
+def _unpredictable(config: Config) -> str | None:
+    """Why a step on meta cannot follow `config`'s (None: it can): its compiled blocks or
+    compiled loss for its target, or its collectives, sharded, on a torch without meta
+    kernels for them."""
+    from cebench.core.torch_names import RELEASE, fake_collectives
+    from cebench.predict import compiled
+
+    target = devices.get(config.device)
+    reason = compiled.unsupported_reason(target) if config.compile == Compile.BLOCKS else None
+    if not reason and variants.get(config.variant).compiles:
+        reason = compiled.unsupported_reason(target, config.sharded, config.chunks)
+    if not reason and config.sharded and not fake_collectives():
+        reason = (f"torch {RELEASE}'s collectives have no meta kernels, so a sharded step cannot be followed in a "
+                  "fake world: --fsdp is predicted with torch 2.9 or newer; measure it with cebench sweep")
+    return reason
