@@ -57,6 +57,7 @@ def test_a_compiled_loss_in_a_models_step_is_predicted_to_the_byte(tmp_path):
     _same(measured, api.predict(target="cpu", **grid))
 
 
+@pytest.mark.fsdp_predicted
 def test_a_sharded_compiled_row_says_why_it_is_not_predicted(tmp_path: Path):
     path = tmp_path / "llama.json"
     path.write_text(json.dumps(LLAMA))

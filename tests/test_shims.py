@@ -139,3 +139,28 @@ def test_no_private_name_of_a_library_is_read_outside_the_shims_and_the_core():
                 found.append(f"{_where(path)}:{node.lineno} {ast.unparse(node)}")
     assert not found, "private names of a library read outside cebench/core and cebench/predict/shims:\n" + \
         "\n".join(found)
+
+
+def test_fsdp2_of_an_older_torch_is_passed_over_by_the_canary_and_a_sharded_step_refused(monkeypatch, tmp_path):
+    """torch 2.8's FSDP2 calls other collectives: its targets are not looked for there, and a
+    sharded step, measured or predicted, is `unsupported` with one line instead."""
+    from cebench.core import patched as patched_mod
+    from cebench.predict import support
+    from cebench.predict.shims import fsdp
+    from cebench.run.grid import GridOptions
+
+    monkeypatch.setattr(patched_mod, "torch_release", lambda: (2, 8))
+    monkeypatch.setattr(support, "torch_release", lambda: (2, 8))
+    assert fsdp.DISTRIBUTED.moved() == [] and fsdp.PARAM.since == fsdp.SINCE == (2, 9)
+    monkeypatch.delattr(torch.distributed, "all_gather_single", raising=False)
+    assert shims.moved() == []  # the collective is gone, as on 2.8: not looked for there
+    model = tmp_path / "tiny.json"
+    model.write_text('{"model_type": "llama", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, '
+                     '"num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 64}')
+    (config,) = GridOptions(variant="dense", model=str(model), batch="1", context="8", fsdp="2").grid("cpu").expand()
+    for predicted in (False, True):
+        assert support.reason(config, predicted=predicted) == (
+            "--fsdp needs torch 2.9 or newer: torch 2.8's FSDP2 calls other collectives than those cebench follows "
+            "and settles")
+    (unsharded,) = GridOptions(variant="dense", model=str(model), batch="1", context="8").grid("cpu").expand()
+    assert support.reason(unsharded) is None

@@ -21,6 +21,8 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cebench.core.version import torch_release
+
 _ABSENT = object()  # the owner had no attribute of its own by that name (it inherited one, or none)
 
 
@@ -107,6 +109,7 @@ class Replaced:
     needs: str | None = None
     found: bool = False
     instance: bool = False
+    since: tuple[int, int] | None = None
 
     def __call__(self, replacements: Mapping[str, Any], on: Any = None) -> contextlib.AbstractContextManager[None]:
         self._declared(replacements)
@@ -129,6 +132,9 @@ class Replaced:
         """'owner.name' for each declared name (and the owner itself) this environment lacks; []
         where the distribution it needs is not installed (nothing here replaces it then)."""
         if self.needs is not None and importlib.util.find_spec(self.needs) is None:
+            return []
+        release = torch_release()
+        if self.since is not None and release is not None and release < self.since:
             return []
         try:
             owner = resolve(self.owner)

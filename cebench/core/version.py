@@ -18,6 +18,18 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 TORCH_RANGE: tuple[tuple[int, int], tuple[int, int]] = ((2, 8), (2, 14))
 
 
+def torch_release(installed: str | None = None) -> tuple[int, int] | None:
+    """The installed torch's release (major, minor), from `installed` (a version string) or its
+    distribution's metadata; None where it cannot be read (not installed, a source build)."""
+    if installed is None:
+        try:
+            installed = version("torch")
+        except PackageNotFoundError:
+            return None
+    found = re.match(r"(\d+)\.(\d+)", installed)
+    return None if found is None else (int(found[1]), int(found[2]))
+
+
 def torch_outside_range(installed: str | None = None) -> str | None:
     """One line saying that the installed torch (`installed`: its version string; default: the
     installed distribution's) is outside `TORCH_RANGE`, or None when it is inside (or its
@@ -27,10 +39,9 @@ def torch_outside_range(installed: str | None = None) -> str | None:
             installed = version("torch")
         except PackageNotFoundError:
             return "cebench needs torch: pip install torch (or make install: the CPU build)"
-    found = re.match(r"(\d+)\.(\d+)", installed)
-    if found is None:
+    release = torch_release(installed)
+    if release is None:
         return None
-    release = (int(found[1]), int(found[2]))
     (low, high) = TORCH_RANGE
     if low <= release <= high:
         return None

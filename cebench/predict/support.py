@@ -10,6 +10,7 @@ Each check stays where its knowledge lives and is asked only through here, in th
 - the variant: what it needs of the device and of this machine (`Variant.unsupported_reason`;
   predicted: its eager twin's, for the target's kind of device, as compiled code is run as
   inductor's code runs, never built), then the loss semantics it takes (`Variant.lacks`);
+- a sharded step on a torch whose FSDP2 cebench does not follow (`shims.fsdp.SINCE`);
 - predicted only: what a step on meta cannot follow (compiled code, `compiled.unsupported_reason`;
   a sharded step's collectives on a torch without their meta kernels).
 
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 from cebench.core import devices
 from cebench.core.config import Compile, Config
+from cebench.core.version import torch_release
 from cebench.losses import variants
+from cebench.predict.shims import fsdp
 
 
 def variant_reason(name: str, device: devices.Device, *, predicted: bool = False) -> str | None:
@@ -36,9 +39,20 @@ def reason(config: Config, *, predicted: bool = False) -> str | None:
     from cebench.models import training
 
     return (training.unsharded_only(config)
+            or _unfollowed_fsdp(config)
             or variant_reason(config.variant, devices.get(config.device), predicted=predicted)
             or variants.get(config.variant).lacks(config)
             or (_unpredictable(config) if predicted else None))
+
+
+def _unfollowed_fsdp(config: Config) -> str | None:
+    """Why `config`'s sharded step cannot be run here (None: it can, or is not sharded): this
+    torch's FSDP2 is older than the one whose storage helpers and collectives cebench follows."""
+    release = torch_release()
+    if not config.sharded or release is None or release >= fsdp.SINCE:
+        return None
+    return (f"--fsdp needs torch {fsdp.SINCE[0]}.{fsdp.SINCE[1]} or newer: torch {release[0]}.{release[1]}'s FSDP2 "
+            "calls other collectives than those cebench follows and settles")
 
 
 def _unpredictable(config: Config) -> str | None:

@@ -4,10 +4,14 @@ was checked against (`CHECKED`). Nothing else in cebench replaces an attribute o
 Triton, FSDP2, transformers or a peer, or reads one of their private names, except
 `cebench.core` (tests/test_shims.py holds that).
 
-A trace enters them in one order (`cebench.predict.trace`): the process's (`process`), the
-target device as the peers see it (`tensor`, `cuda`), the peers' kernels and compiled
-helpers (`triton`, `peers`), the dispatch-level trackers, then inside the step what the model
-needs (`optim`, `transformers`, `fsdp`) and, for a compiled step, inductor's (`inductor`).
+A trace enters them in one place and order (`cebench.predict.trace._trace`, outermost first):
+the process's exit while user code runs (`cebench.core.guard`), the RNG states a checkpoint
+saves (`tensor`), the peers' Triton launches and compiled helpers (`triton`, `peers`), the
+target device as the peers see it (`tensor`, `cuda`) and their reads of data (`tensor`), then
+the dispatch-level trackers, FSDP2's resizes and collectives (`fsdp`) and the FLOP formulas
+(`flop_counter`). Inside the step, what it runs needs the rest: fused AdamW on meta (`optim`),
+a transformers model's attention (`transformers`), a compiled call lowered by inductor
+(`inductor`, `dispatch`, `cuda`), a fake world of ranks (`process`).
 
 `inventory()` lists every declaration; `moved()` says which of them this environment lacks
 (the canary: on a new release it names each target that moved, once).

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from cebench.core.patched import Replaced
 
-CHECKED = {"torch": ("2.9.0", "2.13.0", "2.14.1")}  # 2.8 cannot follow FSDP on fake tensors (no meta c10d kernels)
+CHECKED = {"torch": ("2.13.0", "2.14.1")}
+# torch 2.8's FSDP2 keeps other storage helpers and calls other collectives (all_gather_into_tensor,
+# reduce_scatter_tensor), and its c10d ops have no meta kernels: a sharded step is refused there.
+SINCE = (2, 9)
 SCOPES = {"foreach_all_gather": "all-gather", "foreach_all_gather_copy_out": "copy-out",
           "foreach_reduce": "reduce-scatter"}  # FSDP2's collectives, by what the trace calls them
 COLLECTIVES = ("all_gather_single", "reduce_scatter_single")  # the torch.distributed functions FSDP2's step calls
 
 PARAM = Replaced("torch.distributed.fsdp._fully_shard._fsdp_param", ("alloc_storage", "free_storage"),
-                 "each resize of an unsharded parameter's storage, reported to the tracker")
+                 "each resize of an unsharded parameter's storage, reported to the tracker", since=SINCE)
 PARAM_GROUP = Replaced("torch.distributed.fsdp._fully_shard._fsdp_param_group", ("alloc_storage", *SCOPES),
-                       "the collectives (and the resizes) as the parameter group imported them, scoped")
+                       "the collectives (and the resizes) as the parameter group imported them, scoped", since=SINCE)
 DISTRIBUTED = Replaced("torch.distributed", COLLECTIVES, "each collective run asynchronously, waited for and "
-                       "settled (a measured rank's memory pass)")
+                       "settled (a measured rank's memory pass)", since=SINCE)

@@ -10,7 +10,8 @@ _WHY = "a kernel launch that records the kernel and does nothing"
 JIT_RUN = Replaced("triton.runtime.jit.JITFunction", ("run",), _WHY, needs="triton")
 AUTOTUNER_RUN = Replaced("triton.runtime.autotuner.Autotuner", ("run",), _WHY, needs="triton")
 HEURISTICS_RUN = Replaced("triton.runtime.autotuner.Heuristics", ("run",), _WHY, needs="triton")
-INTERPRETED_RUN = Replaced("triton.runtime.interpreter.InterpretedFunction", ("run",), _WHY, needs="triton")
+# Triton's interpreter: 3.8 on launch through its `run`; 3.4 has none, and runs `kernel[grid]` itself.
+INTERPRETED_RUN = Replaced("triton.runtime.interpreter.InterpretedFunction", (), _WHY, added=("run",), needs="triton")
 GRID = Replaced("triton.runtime.interpreter.InterpretedFunction", (), "Triton 3.4's interpreter runs `kernel[grid]` "
                 "itself: made to launch through the recording `run`", added=("__getitem__",), needs="triton")
 LAUNCHERS = (JIT_RUN, AUTOTUNER_RUN, HEURISTICS_RUN, INTERPRETED_RUN)
