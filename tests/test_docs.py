@@ -42,7 +42,15 @@ def test_normal_leaves_out_what_names_the_machine():
 
 @pytest.mark.needs()
 @pytest.mark.slow
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b.slug not in docs.SLOW], ids=lambda b: b.slug)
+def _param(block: docs.Block) -> object:
+    """A block as a test case; blocks of one model's predictions run in one worker, one after
+    the other, the later ones from what the first compiled and traced (14 s saved a run)."""
+    family = block.slug.split("-")[0]
+    marks = [pytest.mark.xdist_group(f"docs-{family}")] if family == "torchtune" else []
+    return pytest.param(block, marks=marks, id=block.slug)
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in BLOCKS if b.slug not in docs.SLOW])
 def test_an_output_block_is_what_its_command_prints_now(block, at_width):
     """Run in this process at `docs.WIDTH` columns (`make docs` runs a fresh `python -m cebench`;
     what it prints is the same, and the suite is spared an import of torch per block)."""
