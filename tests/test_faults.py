@@ -750,3 +750,58 @@ def test_point_timeout_stops_a_build_that_hangs_in_every_command(tmp_path, comma
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == (f"cebench: error: --model: {build}:build: build() was still running after 1 s "
                                      "in cebench's process: stopped")
+
+
+HANG_ONCE_STARTED = '''import pathlib
+import time
+import torch.nn.functional as F
+
+
+def loss(h, weight, targets):
+    """Says it started its first point (not the smoke test's vocab 16), then hangs."""
+    if weight.shape[0] > 16:
+        pathlib.Path({started!r}).touch()
+        time.sleep(600)
+    return F.cross_entropy((h @ weight.T).float(), targets)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_overwrite_keeps_the_old_rows_until_the_first_new_row(tmp_path, how):
+    """--overwrite of a baseline, killed or interrupted while its first point runs: the file
+    is as it was (its rows used to be dropped when measuring began)."""
+    out = sweep_csv(tmp_path / "baseline.csv", "--batch", "1,2", "--context", "8")
+    before = out.read_bytes()
+    started = tmp_path / "started"
+    variant = tmp_path / "hang.py"
+    variant.write_text(HANG_ONCE_STARTED.format(started=str(started)))
+    proc = subprocess.Popen([str(CEBENCH), "sweep", *TINY, "--variant", f"{variant}:loss", "--overwrite",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        assert started.exists() and out.read_bytes() == before
+        proc.send_signal(how)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and out.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no half-made replacement
+
+
+def test_overwrite_of_a_sweep_refused_at_its_first_point_keeps_the_old_rows(tmp_path):
+    """A loss that passes the smoke test's tiny problem and exits the process at the first
+    point refuses the sweep there (one line, exit 2): the CSV it was to replace keeps its
+    rows."""
+    out = sweep_csv(tmp_path / "baseline.csv", "--batch", "1", "--context", "8")
+    before = out.read_bytes()
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import sys\nimport torch.nn.functional as F\n\n\ndef loss(h, weight, targets):\n"
+                     "    if weight.shape[0] > 16:\n        sys.exit(3)\n"
+                     "    return F.cross_entropy(h @ weight.T, targets)\n")
+    result = invoke("sweep", *TINY, "--variant", f"{wrong}:loss", "--overwrite", "--out", out)
+    assert result.exit_code == 2 and "raised SystemExit(3)" in result.stderr, result.output
+    assert out.read_bytes() == before

@@ -66,8 +66,9 @@ _Shard = Annotated[str | None, typer.Option(
 _Resume = Annotated[bool, typer.Option("--resume", help="Skip every point that already has an ok or oom row in --out "
                                                         "(run again what errored, timed out or is missing).")]
 _Overwrite = Annotated[bool, typer.Option(
-    "--overwrite", help="Replace --out rather than append to it: its rows are dropped when the first point is "
-                        "measured (a baseline made again on purpose). Not with --resume.")]
+    "--overwrite", help="Replace --out rather than append to it (a baseline made again on purpose): its rows "
+                        "are dropped when the first new row is written, and kept whatever ends the sweep before. Not "
+                        "with --resume.")]
 _Isolate = Annotated[bool | None, typer.Option(
     "--isolate/--no-isolate", show_default=False,
     help="Measure each point in a fresh process: a crash, a hang or a poisoned CUDA context becomes a row and the next "

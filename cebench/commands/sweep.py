@@ -61,7 +61,7 @@ class Sweep:
     `repeats`/`warmup` default to the device's; `threads` fixes torch's intra-op threads;
     `shard` is 'INDEX/COUNT' or a `Shard` (None: from torchrun/SLURM in `environ`, else the
     whole grid); `out` the CSV (None: results/sweep-<time>.csv), appended to when it exists;
-    `overwrite` replaces it instead (its rows dropped when the first point is measured);
+    `overwrite` replaces it instead (its rows dropped when the first new row is written);
     `resume` skips the points `out` holds as ok or oom; `isolate` measures each point in a
     fresh process (None: the device's default; a `point_timeout` in seconds turns it on;
     above `guard.NO_LIMIT_S`, or inf, there is no limit). A point whose model is sharded
@@ -117,8 +117,8 @@ class Sweep:
         lock an existing one and read its rows: the keys of its points already done (with `resume`)."""
         self.path, self.where = shard_mod.out_path(None if out is None else Path(out), self.shard, environ)
         header = check_out(self.path)  # a foreign or unwritable CSV is refused before torch is even imported
-        # --overwrite: the file's rows and header are dropped when measuring starts (`open`); until then it is
-        # only locked, so bad input found below leaves it as it was.
+        # --overwrite: the file is replaced by the first new row (`ResultWriter`); until then it is only locked,
+        # so bad input, a refusal, a crash or a kill before that row leaves it as it was.
         self._replace = overwrite and header is not None
         old = None if overwrite else header
         _check_header(self.path, old, grid)
@@ -196,13 +196,11 @@ class Sweep:
     def open(self) -> list[str]:
         """Open the CSV for appending (`__iter__` does it when not done yet; a cut-off last
         row is cut from it then, with an `InputWarning`) and return what opening it found:
-        an older header whose rows lack columns. With `overwrite`, the file is emptied first."""
+        an older header whose rows lack columns. With `overwrite`, the file is replaced by its first
+        new row (`ResultWriter`: until then it is as it was)."""
         if self._writer is None:
-            if self._replace:
-                assert self._lock is not None
-                os.ftruncate(self._lock.file.fileno(), 0)
-                self._replace = False
-            self._writer = ResultWriter(self.path, self._lock, quiet=True)  # (and cut from the file)
+            # (a cut-off last row cut from the file; replaced: the file is as it was until the first row)
+            self._writer = ResultWriter(self.path, self._lock, quiet=True, replace=self._replace)
             if self._writer.dropped:
                 self.warnings.append(f"{self.path} was written by an older cebench: its rows will lack "
                                      f"{', '.join(self._writer.dropped)}; use a new CSV to keep them")

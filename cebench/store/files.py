@@ -59,11 +59,12 @@ class Lock:
     kernel releases it when the process ends, however it ends. `created`: there was no file
     at `path` before."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, at: Path | None = None) -> None:
+        """`at`: open and hold that file instead (a new one, to be renamed to `path`)."""
         self.path = path
         self.created = not path.exists()
         try:
-            self.file = path.open("ab", buffering=0)  # unbuffered: a failed write leaves nothing behind
+            self.file = (at or path).open("ab", buffering=0)  # unbuffered: a failed write leaves nothing behind
         except OSError as exc:
             raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})") from None
         if fcntl is None:
@@ -88,11 +89,22 @@ class ResultWriter:
     caller read the file, which warned). Anything else at
     `path` is a `UsageError`, and the file is untouched. A write that fails (a full disk)
     is a `UsageError`, the file cut back to its last whole row. A file made here that gets no
-    row (its header failed, or what was to measure was refused) is removed on `close`."""
+    row (its header failed, or what was to measure was refused) is removed on `close`.
 
-    def __init__(self, path: Path, lock: Lock | None = None, quiet: bool = False) -> None:
+    `replace`: the file at `path` is replaced, not appended to, and only by the first row: that
+    row and this release's header go to a new file beside it, which is renamed over it (and
+    held from then on). Until then the old file is as it was, whatever ends the process."""
+
+    def __init__(self, path: Path, lock: Lock | None = None, quiet: bool = False, replace: bool = False) -> None:
         self.path = path
         self.written = 0
+        if replace:
+            if lock is None:
+                raise ValueError("replacing a CSV needs its lock held")
+            self._lock, self._made, self._replace = lock, False, True
+            self.columns, self.dropped = COLUMNS, ()
+            return
+        self._replace = False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -134,8 +146,38 @@ class ResultWriter:
 
     def write(self, result: Result) -> None:
         cells = {k: cell(v) for k, v in asdict(result).items()}
-        self._put([cells.get(c, "") for c in self.columns])
+        row = [cells.get(c, "") for c in self.columns]
+        if self._replace:
+            self._replace_with(row)
+        else:
+            self._put(row)
         self.written += 1
+
+    def _replace_with(self, row: list[object]) -> None:
+        """The header and `row` into a new file beside `path`, held, then renamed over it."""
+        tmp = self.path.with_name(f".{self.path.name[:200]}.{os.getpid()}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+        except OSError as exc:
+            raise UsageError(f"{self.path}: cannot write there ({exc.strerror or exc}); the file is as it was") \
+                from None
+        old = self._lock
+        try:
+            self._lock = Lock(self.path, at=tmp)
+            self._put(COLUMNS)
+            self._put(row)
+            os.replace(tmp, self.path)
+        except BaseException as exc:
+            if self._lock is not old:
+                self._lock.close()
+            self._lock = old
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, (OSError, UsageError)):
+                raise UsageError(f"{self.path}: replacing it failed ({exc}); the file is as it was") from None
+            raise
+        old.close()
+        self._replace = False
 
     def close(self) -> None:
         if self._made and not self.written:  # no header-only or empty file left behind
