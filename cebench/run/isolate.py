@@ -9,9 +9,17 @@ Children are forked from a server process that imported torch once (multiprocess
 milliseconds rather than the seconds of importing torch; where there is no forkserver
 (Windows) each child is spawned. A child runs with the parent's environment as it is
 when the child starts, not as it was when the server started.
+
+None of these processes outlives the parent, however it ends (`_orphan_proof`): the parent
+ends its children itself when it can (a timeout, an answer, Ctrl-C, SIGTERM), and when it
+cannot (SIGKILL), the server sees the parent gone and exits, and each child dies with the
+server (Linux: the kernel's parent-death signal, set before any of the child's work; else
+a thread that waits for the parent's end); multiprocessing's resource tracker exits once
+they are all gone.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import multiprocessing
 import multiprocessing.connection
@@ -19,12 +27,15 @@ import multiprocessing.context
 import multiprocessing.process
 import os
 import signal
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import NO_LIMIT_S
+from cebench.predict.shims.process import let_go_of_forkserver
 from cebench.store.schema import Status
 
 JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)
@@ -82,7 +93,47 @@ def _context() -> multiprocessing.context.SpawnContext | multiprocessing.context
     return ctx
 
 
+PR_SET_PDEATHSIG = 1  # prctl's option: the signal this process gets when its parent ends (<linux/prctl.h>)
+
+
+def _die_with_parent() -> bool:
+    """Have the kernel kill this process (SIGKILL) when its parent ends: whether it could
+    (Linux only). Set in a forked or spawned child, it lasts until the child ends."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _orphan_proof() -> None:
+    """Make sure this child does not outlive the sweep's process (see the module), before
+    it does anything else.
+
+    A forkserver's child is the server's child, and the server exits only when every holder
+    of its "alive" pipe has closed it: the parent, and each child, which inherits a copy.
+    This child dies with its parent (the server, or the sweep's process where it was
+    spawned), then lets go of its copy, so that the parent's death, SIGKILL included, ends
+    the server and with it this child; in that order, the server cannot be gone before the
+    death signal is set. Where the kernel has no death signal, a thread waits (blocked, never
+    polling) for the end of the pipe from the sweep's process, which only its death closes,
+    and ends the child. (A daemonic child starts no process: it has no use for the server.)"""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not a child: the server's pipe, if any, is this process's own
+        return
+    if not _die_with_parent() and parent.sentinel is not None:
+        def watch(sentinel: Any) -> None:
+            multiprocessing.connection.wait([sentinel])
+            os._exit(1)  # the sweep's process is gone: no one waits for this child's answer
+
+        threading.Thread(target=watch, args=(parent.sentinel,), name="cebench-orphan-watch", daemon=True).start()
+    let_go_of_forkserver()
+
+
 def _main(conn: Any, child: Child, fn: Callable[..., Any], args: tuple[Any, ...], environ: dict[str, str]) -> None:
+    _orphan_proof()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends this child
     os.environ.clear()  # the parent's now: a forkserver's children start from the server's
     os.environ.update(environ)
@@ -113,7 +164,8 @@ def start(fn: Callable[..., Any], args: tuple[Any, ...], child: Child, environ: 
     """Start `fn(*args)` in a fresh process (`_context`) set up as `child`, with `environ`
     (default this process's): the process, and the end of the pipe its `Outcome` comes
     through (end-of-file: it ended without one, `death`). It ignores Ctrl-C (its parent
-    ends it) and is daemonic: it cannot start processes, and ends when its parent does.
+    ends it) and is daemonic: it cannot start processes, and ends when its parent does,
+    however that ends (`_orphan_proof`).
     `fn`, `args` and the value must pickle."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)

@@ -10,7 +10,9 @@ measuring its part of the step (`launch`), and how a rank reads its peak (`peak`
   whatever a launcher set for the sweep.
 - They meet through a `FileStore` in a temporary folder (`init_method="file://…"`): no port.
 - The point ends when every rank has answered, or when the first fails (raises, dies) or the
-  time runs out, and then every rank process is killed; Ctrl-C in the sweep ends them too.
+  time runs out, and then every rank process is killed; Ctrl-C or SIGTERM of the sweep ends
+  them too, and a sweep's process that dies without ending them (SIGKILL) takes them with it
+  (`isolate`: a rank dies with the forkserver, which exits when the sweep's process is gone).
 
 A sweep split into shards (`--shard`, torchrun's or SLURM's ranks) stays split by points: each
 shard process runs its own points and starts the `world` ranks of each sharded one itself.

@@ -1,16 +1,21 @@
 """The process's own settings a fake world of ranks changes (`cebench.predict.fake_world`):
 its garbage collector, off while a sharded step runs (FSDP's steps leave garbage in cycles,
 collected at times that reorder the trace's frees), and `sys.excepthook`, which starting a
-process group replaces for good."""
+process group replaces for good; and a forkserver child's copy of the server's "alive" pipe,
+let go of (`cebench.run.isolate`: the server then ends with the sweep's process)."""
 from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections.abc import Iterator
 
 from cebench.core.patched import Replaced
 
-CHECKED = {"torch": ("2.9.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1"), "python": ("3.11",)}
+FORKSERVER = Replaced("multiprocessing.forkserver.ForkServer", ("_forkserver_alive_fd",),
+                      "a child's copy of the server's alive pipe, closed: only the sweep's process then keeps the "
+                      "server alive", instance=True)
 EXCEPTHOOK = Replaced("sys", ("excepthook",), "kept as it was: each process group's start prefixes tracebacks "
                       "with its rank, for good")
 
@@ -34,3 +39,16 @@ def excepthook_kept() -> Iterator[None]:
 
     with EXCEPTHOOK({"excepthook": sys.excepthook}):
         yield
+
+
+def let_go_of_forkserver() -> None:
+    """In a forkserver's child: close its copy of the server's "alive" pipe (the server exits
+    once every holder closed it); nothing in any other process."""
+    import sys
+
+    forkserver = sys.modules.get("multiprocessing.forkserver")  # a forkserver's child runs in it: imported
+    server = getattr(forkserver, "_forkserver", None)
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        os.close(alive)
+        FORKSERVER.set_on(server, {"_forkserver_alive_fd": None})
