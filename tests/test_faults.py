@@ -805,3 +805,102 @@ def test_overwrite_of_a_sweep_refused_at_its_first_point_keeps_the_old_rows(tmp_
     result = invoke("sweep", *TINY, "--variant", f"{wrong}:loss", "--overwrite", "--out", out)
     assert result.exit_code == 2 and "raised SystemExit(3)" in result.stderr, result.output
     assert out.read_bytes() == before
+
+
+# -- importing a user's module or a peer's package is user code: bounded, and its exits one line --
+
+@pytest.mark.parametrize("command", [["predict", "--target", "cpu", "--batch", "1"],
+                                     ["fit", "--target", "cpu", "--budget", "1GiB"],
+                                     ["explain", "--target", "cpu", "--batch", "1"],
+                                     ["sweep", "--device", "cpu", "--batch", "1"]], ids=lambda c: c[0])
+def test_point_timeout_stops_a_build_module_that_hangs_while_imported(tmp_path, command):
+    """A build module that sleeps at its top level (it ran on, silent, past any limit): the
+    import is bounded as the build is, one line naming the module, exit 2, no file."""
+    build = tmp_path / "slow.py"
+    build.write_text("import time\n\ntime.sleep(600)\n\n\ndef build():\n    pass\n")
+    out = ["--out", tmp_path / "r.csv"] if command[0] == "sweep" else []
+    start = time.monotonic()
+    result = invoke(*command, "--model", f"{build}:build", "--context", "8", "--point-timeout", "1", *out)
+    assert time.monotonic() - start < 60 and result.exit_code == 2, result.output
+    assert result.stderr.strip() == (f"cebench: error: --model: {build}:build was still importing {build} after 1 s "
+                                     "in cebench's process: stopped")
+    assert list(tmp_path.iterdir()) == [build]
+
+
+EXITS_AT_IMPORT = '''import sys
+
+sys.exit(3)
+
+
+def build():
+    pass
+
+
+def loss(h, weight, targets):
+    pass
+'''
+
+
+@pytest.mark.parametrize("command", [["predict", "--target", "cpu"], ["sweep", "--device", "cpu"]],
+                         ids=lambda c: c[0])
+@pytest.mark.parametrize("option,fn", [("model", "build"), ("variant", "loss")])
+def test_a_module_that_exits_while_imported_is_one_line(tmp_path, registry, command, option, fn):
+    """A build's or a loss's module whose top level calls sys.exit(3) ended the command with
+    exit 3 and nothing said: one line naming the module, exit 2, no file."""
+    module = tmp_path / "exits.py"
+    module.write_text(EXITS_AT_IMPORT)
+    shape = SHAPE if option == "variant" else ["--context", "8"]
+    result = invoke(*command, f"--{option}", f"{module}:{fn}", *shape, "--batch", "1", "--out", tmp_path / "r.csv")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"cebench: error: --{option}: {module}:{fn} raised SystemExit(3) while importing {module} in cebench's "
+        "process, which would end the command")
+    assert list(tmp_path.iterdir()) == [module]
+
+
+def test_a_peer_package_that_exits_while_imported_is_one_line(tmp_path):
+    """A `liger_kernel` whose __init__ calls sys.exit(7) (ahead of the one installed): verify
+    exited 7, silent; now one line naming the package, exit 2."""
+    package = tmp_path / "fake" / "liger_kernel"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import sys\n\nsys.exit(7)\n")
+    path = os.pathsep.join(filter(None, [str(tmp_path / "fake"), os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run([str(CEBENCH), "verify", "--device", "cpu", "--variant", "liger-kernel"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": path})
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "cebench: error: --variant: liger-kernel raised SystemExit(7) while importing liger_kernel in cebench's "
+        "process, which would end the command")
+
+
+THREAD_LEFT_RUNNING = '''import threading
+import time
+
+from torch import nn
+
+
+def _forever():
+    while True:
+        time.sleep(1)
+
+
+def build():
+    threading.Thread(target=_forever, name="poller").start()
+    body = nn.Embedding(100, 8)
+    return body, body.weight
+'''
+
+
+def test_a_build_that_leaves_a_thread_running_does_not_keep_predict_from_exiting(tmp_path):
+    """A build that starts a non-daemon thread that never ends kept `predict` running for
+    ever after its rows were written: one warning naming it, and the command's exit."""
+    build = tmp_path / "threads.py"
+    build.write_text(THREAD_LEFT_RUNNING)
+    out = tmp_path / "p.csv"
+    proc = subprocess.run([str(CEBENCH), "predict", "--target", "cpu", "--model", f"{build}:build", "--batch", "1",
+                           "--context", "8", "--variant", "dense", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert proc.stderr.strip().splitlines() == [f"warning: {build} left thread 'poller' running; exiting"]
+    assert "1 rows → " in proc.stdout or "1 row → " in proc.stdout
+    assert len(keys(out)) == 1

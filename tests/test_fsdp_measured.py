@@ -176,7 +176,7 @@ def test_a_gpu_short_of_ranks_says_so(monkeypatch):
 
     monkeypatch.setattr(devices.CUDA, "count", lambda self: 1)
     assert devices.get("cuda").ranks_reason(2) == "2 ranks need 2 GPUs, one each; 1 visible here"
-    assert devices.get("cuda").ranks_reason(1) is None and devices.get("cpu").ranks_reason(64) is None
+    assert devices.get("cuda").ranks_reason(1) is None and devices.get("cpu").ranks_reason(1) is None
 
 
 def test_a_sharded_sweep_inside_a_process_group_is_refused(model, tmp_path):

@@ -155,3 +155,17 @@ def test_fit_says_a_setting_a_sharded_step_excludes_is_unsupported_as_predict_an
 def test_sharding_needs_a_model(tiny):
     with pytest.raises(UsageError, match="fsdp"):
         GridOptions(variant="dense", fsdp="2").grid("cpu")
+
+
+def test_a_cpu_world_that_is_not_a_power_of_two_says_gloo_measured_more(tmp_path):
+    """gloo's ranks measured above the prediction at 3, 5 and 6 ranks (results/README.md): such
+    a row says so; a power of two, matched to the byte, does not."""
+    model = tmp_path / "tiny.json"
+    model.write_text(json.dumps({"model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
+                                 "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                 "vocab_size": 64}))
+    rows = {r.fsdp: r for r in api.predict(target="cpu", model=str(model), batch=1, context=8, variant="dense",
+                                           fsdp="2,3,4")}
+    assert [("not a power of two" in rows[w].note) for w in (2, 3, 4)] == [False, True, False]
+    (gpu,) = api.predict(target="h100-80gb", model=str(model), batch=1, context=8, variant="dense", fsdp=3)
+    assert "gloo" not in gpu.note

@@ -26,6 +26,7 @@ from cebench.core import devices
 from cebench.core.axes import BY_NAME, SEMANTICS, semantics_label
 from cebench.core.config import LOSS, SAMPLE, Config
 from cebench.core.errors import describe, said
+from cebench.core.guard import user_code
 from cebench.losses import inputs, variants
 from cebench.losses.builtin import vendored_chunked_cross_entropy
 from cebench.predict import support
@@ -304,7 +305,8 @@ def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF
     if lacking:
         return LossCheck(variant, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True)
     assert x.upstream is not None
-    got = _run(_built(variant), x.h, x.weight, x.targets, case.ce_chunk, config.features, x.upstream)
+    with user_code(variant, "variant"):  # its exits (a peer's package exiting while imported) are one line
+        got = _run(_built(variant), x.h, x.weight, x.targets, case.ce_chunk, config.features, x.upstream)
     if not case.edge and case.tokens and bool((x.targets == inputs.IGNORE_INDEX).all()):  # --ignore-frac near 1
         note = f"every target ignored ({_finding(got)}): no mean to compare, as in the edge cases"
         return LossCheck(variant, case, dtype, {}, tol, None, note, setting, NO_TARGET)
@@ -331,7 +333,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF
 
 def _draw(variant: str, h: torch.Tensor, w: torch.Tensor, case: SampleCase) -> torch.Tensor:
     torch.manual_seed(SEED)
-    with torch.no_grad():
+    with torch.no_grad(), user_code(variant, "variant"):
         return _built(variant)(h, w, case.temperature, case.ce_chunk)
 
 

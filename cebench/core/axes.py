@@ -20,6 +20,9 @@ from typing import TypeVar
 from cebench.core.errors import UsageError
 
 MAX_SIZE = 2**31 - 1  # largest size in any one option: beyond it byte counts leave int64
+# Ranks of one --fsdp world at most: 64 Ki, beyond any cluster's (a prediction builds a fake world of that many
+# ranks in one process, a minute per 10,000; a measurement starts one process per rank).
+MAX_WORLD = 65_536
 
 # Input dtypes of h and weight: canonical short name → bytes per element.
 ITEMSIZE: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -56,6 +59,14 @@ def parse_ints(text: str, param: str) -> tuple[int, ...]:
             raise UsageError(f"{value} is too large (at most {MAX_SIZE:,})", param)
         values.append(value)
     return _unique(values)
+
+
+def parse_world(text: str, param: str) -> tuple[int, ...]:
+    """World sizes (ranks): as `parse_ints`, each at most `MAX_WORLD`, beyond any cluster."""
+    values = parse_ints(text, param)
+    if max(values) > MAX_WORLD:
+        raise UsageError(f"{max(values):,} ranks is more than any cluster has (at most {MAX_WORLD:,})", param)
+    return values
 
 
 def parse_vocab(text: str, param: str) -> tuple[int, ...]:
@@ -434,11 +445,12 @@ AXES: tuple[Axis, ...] = (
          one="Activation checkpointing: none or blocks (with --model).",
          doc="`none` or `blocks` (each block of the model under `torch.utils.checkpoint`, non-reentrant)", added=6,
          label="checkpointing {}", short="ac {}", requires=_MODEL_STEP),
-    Axis(name="fsdp", type=int, role=Role.MODEL, parse=parse_ints, defaults={"*": "1"}, off=1, metavar="RANKS",
+    Axis(name="fsdp", type=int, role=Role.MODEL, parse=parse_world, defaults={"*": "1"}, off=1, metavar="RANKS",
          help="Ranks the model's step is sharded over with FSDP2 (fully_shard on each block, then on the root; the "
-              "optimizer on the shards), comma-separated; memory is per rank; 1: one process, unsharded; with "
-              "--model.",
-         one="Ranks the model's step is sharded over with FSDP2 (1: unsharded); memory is per rank (with --model).",
+              f"optimizer on the shards), comma-separated, at most {MAX_WORLD:,}; memory is per rank; 1: one process, "
+              "unsharded; with --model.",
+         one=f"Ranks the model's step is sharded over with FSDP2 (1: unsharded; at most {MAX_WORLD:,}); memory is "
+             "per rank (with --model).",
          doc="ranks the `model`'s step was sharded over with FSDP2 (`fully_shard` on each block, then on the root; "
              "the optimizer on the shards); the memory columns are one rank's, the largest; 1: one process, "
              "unsharded", added=7, unit="ranks", label="FSDP ×{}", short="fsdp {}", requires=_MODEL_STEP),

@@ -10,6 +10,7 @@ method runs (`cebench --help` must not import it).
 from __future__ import annotations
 
 import gc
+import os
 import platform
 import shutil
 import time
@@ -26,6 +27,17 @@ from cebench.core.memory import MemoryReading, allocation_events, round_up, runn
 
 if TYPE_CHECKING:
     import torch
+
+
+RANKS_PER_CORE = 4  # ranks of a CPU sweep a core at most (`CPU.ranks_reason`)
+
+
+def host_cores() -> int:
+    """The CPU cores this process may run on: its affinity where the system says it (a
+    container's or taskset's share), else every core of the machine."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def out_of_memory(exc: BaseException) -> bool:
@@ -180,8 +192,12 @@ class Device(ABC):
 
     def ranks_reason(self, world: int) -> str | None:
         """Why `world` ranks of a sharded step cannot run here, each on device `rank`, or
-        None when they can (processes on the host share its cores)."""
+        None when they can."""
         return None
+
+    def ranks_note(self, world: int) -> str:
+        """What a measured row of `world` ranks here should say of how they ran ('' nothing)."""
+        return ""
 
     @abstractmethod
     def model_name(self) -> str:
@@ -257,6 +273,22 @@ class CPU(Device):
 
     def rate_probe_size(self, dtype: str) -> int:
         return 1024 if dtype == "fp32" else 256  # the half types are slow on CPU
+
+    def ranks_reason(self, world: int) -> str | None:
+        """At most `RANKS_PER_CORE` ranks a core of this process's (`host_cores`): each rank is
+        a process of its own, with torch's memory; more share the cores (`ranks_note`)."""
+        most = RANKS_PER_CORE * host_cores()
+        if world > most:
+            return (f"{world} ranks on {host_cores()} CPU cores: at most {most} here ({RANKS_PER_CORE} a core; each "
+                    "rank is a process of its own)")
+        return None
+
+    def ranks_note(self, world: int) -> str:
+        cores = host_cores()
+        if world <= cores:
+            return ""
+        return (f"{world} ranks shared {cores} CPU cores: the time is not a rank's with a core of its own (the memory "
+                "is its own)")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ point), the outermost says where it ran, what it would have ended and what to do
 (a sweep: measure it with `--isolate`). Within `time_limit(seconds)`, user code still running
 after that long is stopped the same way (a hung `build()` while an isolated sweep plans its
 points, which `--point-timeout` bounds), where a signal can reach it: the main thread of a
-POSIX process, code that returns to Python.
+POSIX process, code that returns to Python. What happened while a module was being imported (a
+user's module, a peer's package) names that module too: 'while importing liger_kernel'.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import TracebackType
 
 from cebench.core.errors import UsageError
 from cebench.core.patched import Replaced
@@ -86,6 +88,22 @@ def _exit(code: object = 0) -> None:
     raise _Exit(code)
 
 
+USER_MODULE = "cebench_user_"  # how the module a user's file is imported as is named (`cebench.losses.loader`)
+
+
+def importing(tb: TracebackType | None) -> str | None:
+    """The module whose import was running where the traceback `tb` ends (the innermost
+    module body on it: 'liger_kernel', or a user's file, by its path), None when none was."""
+    found = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "<module>":
+            name = tb.tb_frame.f_globals.get("__name__")
+            path = tb.tb_frame.f_code.co_filename
+            found = path if not isinstance(name, str) or name.startswith(USER_MODULE) else name
+        tb = tb.tb_next
+    return found
+
+
 @contextlib.contextmanager
 def user_code(name: str, param: str, *, where: str = "cebench's process", ends: str = "the command",
               hint: str = "") -> Iterator[None]:
@@ -107,19 +125,19 @@ def user_code(name: str, param: str, *, where: str = "cebench's process", ends: 
         alarm = signal.signal(signal.SIGALRM, _late)
         signal.setitimer(signal.ITIMER_REAL, limit)
     context = _STACK[0]
-    how, late = "", False
+    how, late, module = "", False, None
     try:
         yield
-    except _Late:
-        late = True
+    except _Late as exc:
+        late, module = True, importing(exc.__traceback__)
     except SystemExit as exc:
-        how = f"raised SystemExit({exc.code!r})"
+        how, module = f"raised SystemExit({exc.code!r})", importing(exc.__traceback__)
     except _Exit as exc:
-        how = f"called os._exit({exc.code!r})"
+        how, module = f"called os._exit({exc.code!r})", importing(exc.__traceback__)
     except KeyboardInterrupt as exc:
         if not context.owns_sigint or isinstance(exc, Interrupted):
             raise
-        how = "raised KeyboardInterrupt"
+        how, module = "raised KeyboardInterrupt", importing(exc.__traceback__)
     finally:
         if limit is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -130,7 +148,9 @@ def user_code(name: str, param: str, *, where: str = "cebench's process", ends: 
             if context.owns_sigint:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
     if late:
-        raise UsageError(f"{name} was still running after {limit:g} s in {context.where}: stopped", param)
+        doing = "running" if module is None else f"importing {module}"
+        raise UsageError(f"{name} was still {doing} after {limit:g} s in {context.where}: stopped", param)
     if how:
+        how += "" if module is None else f" while importing {module}"
         raise UsageError(f"{name} {how} in {context.where}, which would end {context.ends}"
                          + (f"; {context.hint}" if context.hint else ""), param)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from cebench.core.errors import UsageError, describe
+from cebench.core.guard import USER_MODULE, user_code
 
 
 def is_spec(text: str) -> bool:
@@ -17,16 +18,20 @@ def is_spec(text: str) -> bool:
     return bool(sep and module and attr)
 
 
-def import_object(spec: str, where: str) -> object:
+def import_object(spec: str, where: str, param: str = "variant") -> object:
     """The object `spec` names. A target ending in '.py' or holding a '/' is a file,
     imported under a module name of its own; anything else a module (`_import_module`).
-    `UsageError` naming `where` when the module cannot be imported or lacks the attribute."""
+    `UsageError` naming `where` when the module cannot be imported or lacks the attribute.
+    The import is user code (`cebench.core.guard.user_code`, named `spec`, the option
+    `param` gave it): its exits and interrupts are a `UsageError` naming the module, and
+    within a `time_limit` it is stopped when it runs past it."""
     target, _, attr = spec.rpartition(":")
     try:
-        if target.endswith(".py") or "/" in target:
-            module = _import_file(Path(target), where)
-        else:
-            module = _import_module(target)
+        with user_code(spec, param):
+            if target.endswith(".py") or "/" in target:
+                module = _import_file(Path(target), where)
+            else:
+                module = _import_module(target)
     except UsageError:
         raise
     except Exception as exc:  # the user's module failed while importing: one line, no traceback
@@ -63,7 +68,7 @@ def _import_file(path: Path, where: str) -> object:
     if not path.is_file():
         raise UsageError(f"{where}: {path}: no such file")
     resolved = path.resolve()
-    name = f"cebench_user_{resolved.stem}_{hashlib.sha1(str(resolved).encode()).hexdigest()[:8]}"
+    name = f"{USER_MODULE}{resolved.stem}_{hashlib.sha1(str(resolved).encode()).hexdigest()[:8]}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, resolved)

@@ -197,7 +197,7 @@ def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> 
     from torch import nn
 
     try:
-        fn = import_object(spec, spec)
+        fn = import_object(spec, spec, "model")
     except UsageError as exc:
         raise UsageError(exc.message, "model") from None
     if not callable(fn):

@@ -13,7 +13,7 @@ from cebench.losses import variants
 from cebench.losses.inputs import ignored_count
 from cebench.models import training
 from cebench.models.model import Model, resolve_model
-from cebench.predict import compiled, series, support
+from cebench.predict import compiled, fake_world, series, support
 from cebench.predict.trace import OpaqueOp, time_reason
 from cebench.store.schema import Result, Status
 
@@ -53,6 +53,8 @@ def predict(config: Config) -> Result:
     result.note = reading.note  # what the trace did not run (Triton launches skipped)
     if (variants.get(config.variant).compiles or config.compile == Compile.BLOCKS) and target.is_gpu:
         result.note = "; ".join(filter(None, (result.note, compiled.GPU_NOTE)))
+    if config.sharded and target.is_host and not fake_world.matched_world(config.world):
+        result.note = "; ".join(filter(None, (result.note, fake_world.UNMATCHED_WORLD_NOTE)))
     result.flops = flops
     if config.has_model:
         _model_columns(result, config, reading.state_bytes)

@@ -11,6 +11,8 @@ Each check stays where its knowledge lives and is asked only through here, in th
   predicted: its eager twin's, for the target's kind of device, as compiled code is run as
   inductor's code runs, never built), then the loss semantics it takes (`Variant.lacks`);
 - a sharded step on a torch whose FSDP2 cebench does not follow (`shims.fsdp.SINCE`);
+- measured only: a sharded step's ranks, one process each, on more GPUs or CPU cores than
+  this machine has (`Device.ranks_reason`: one each);
 - predicted only: what a step on meta cannot follow (compiled code, `compiled.unsupported_reason`;
   a sharded step's collectives on a torch without their meta kernels).
 
@@ -42,7 +44,13 @@ def reason(config: Config, *, predicted: bool = False) -> str | None:
             or _unfollowed_fsdp(config)
             or variant_reason(config.variant, devices.get(config.device), predicted=predicted)
             or variants.get(config.variant).lacks(config)
-            or (_unpredictable(config) if predicted else None))
+            or (_unpredictable(config) if predicted else _ranks_here(config)))
+
+
+def _ranks_here(config: Config) -> str | None:
+    """Why `config`'s ranks cannot run on this machine, one each on a GPU or a CPU core of
+    its device (None: they can, or it is not sharded)."""
+    return devices.get(config.device).ranks_reason(config.world) if config.sharded else None
 
 
 def _unfollowed_fsdp(config: Config) -> str | None:

@@ -213,7 +213,7 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
         result.threads, result.status, result.error = threads, status, error
         return result
 
-    reason = support.reason(config) or devices.get(config.device).ranks_reason(config.world)
+    reason = support.reason(config)  # its ranks too: one GPU each, or a few CPU cores' share (`Device.ranks_reason`)
     if reason:
         return failed(Status.UNSUPPORTED, reason)
     key = _body_key(config, settings, threads)
@@ -227,7 +227,8 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
     top = max(done, key=lambda r: r.step.memory.peak_bytes)  # the first of the highest: the lowest rank
     peaks = [r.step.memory.peak_bytes for r in done]
     by_rank = "" if len(set(peaks)) == 1 else "peak by rank: " + ", ".join(f"{p:,} B" for p in peaks)
-    memory = replace(top.step.memory, note="; ".join(filter(None, (top.step.memory.note, by_rank))))
+    shared = devices.get(config.device).ranks_note(config.world)
+    memory = replace(top.step.memory, note="; ".join(filter(None, (top.step.memory.note, by_rank, shared))))
     _fill(result, config, replace(done[0].step, memory=memory))
     if key not in _BODY:
         bodies = [r.body for r in done if r.body is not None]
@@ -241,10 +242,13 @@ def smoke_test_isolated(names: tuple[str, ...], device: str, child: Child, timeo
     """`variants.smoke_test` of each user variant among `names`, each in a fresh process
     (`isolate.call`): `UsageError` when one breaks the contract, as in-process; one that
     kills its process or outlives `timeout_s` is returned (name → how), for its points to
-    fail in isolation as their rows say, rather than ending the sweep."""
+    fail in isolation as their rows say, rather than ending the sweep. Unguarded there: its
+    `os._exit` or `SystemExit` ends (or fails) that process alone, a crash like any other,
+    not a `UsageError` about cebench's own process."""
     crashed = {}
+    unguarded = functools.partial(variants.smoke_test, guarded=False)
     for name in variants.untrusted(names, device):
-        outcome = isolate.call(variants.smoke_test, ((name,), device), child, timeout_s)
+        outcome = isolate.call(unguarded, ((name,), device), child, timeout_s)
         if outcome.usage:
             raise UsageError(outcome.error)
         if outcome.status != Status.OK:

@@ -98,11 +98,12 @@ class ResultWriter:
     def __init__(self, path: Path, lock: Lock | None = None, quiet: bool = False, replace: bool = False) -> None:
         self.path = path
         self.written = 0
+        self.columns: tuple[str, ...] = COLUMNS
+        self.dropped: tuple[str, ...] = ()
         if replace:
             if lock is None:
                 raise ValueError("replacing a CSV needs its lock held")
             self._lock, self._made, self._replace = lock, False, True
-            self.columns, self.dropped = COLUMNS, ()
             return
         self._replace = False
         try:
@@ -117,7 +118,7 @@ class ResultWriter:
         except BaseException:
             self._lock.close()
             raise
-        self.columns: tuple[str, ...] = header or COLUMNS
+        self.columns = header or COLUMNS
         self.dropped = tuple(c for c in COLUMNS if c not in self.columns)
         self._made = self._lock.created and header is None
         if header is None:
