@@ -120,7 +120,7 @@ def test_the_table_names_the_transformers_model_by_its_file(tmp_path):
 @pytest.mark.parametrize(("model", "said"), [
     ("hf:", "name a preset or a config.json after hf:"),
     ("hf:nope", "hf:nope: nope is neither a preset"),
-    ("hf:gpt2:no-dropout:nope", "is neither a preset"),
+    ("hf:gpt2:no-dropout:nope", "unknown suffix 'nope' (an hf: model takes :no-dropout, :no-cache)"),
 ])
 def test_a_bad_hf_model_is_one_line(model, said):
     result = CliRunner().invoke(app, ["predict", "--model", model, "--target", "cpu", "--batch", "1"])

@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from cebench.cli.app import check_columns, command, err, out, print_table
+from cebench.cli.app import check_columns, command, err, out, print_table, user_prints_to_stderr
 from cebench.cli.options import Columns, MemoryUnit, Wide
 from cebench.core.axes import X_AXES
 from cebench.core.errors import UsageError
@@ -120,7 +120,8 @@ def check(
     from cebench import api
     from cebench.render.check import check_table, summary
 
-    report = api.check(csv, baseline, mem_tol=mem_tol, time_tol=time_tol, strict=strict)
+    with user_prints_to_stderr(as_json):  # a variant's plugin printing as it loads: stdout holds the JSON alone
+        report = api.check(csv, baseline, mem_tol=mem_tol, time_tol=time_tol, strict=strict)
     if as_json:
         typer.echo(report.to_json())
     else:

@@ -6,12 +6,15 @@ error answer without them.
 """
 from __future__ import annotations
 
+import codecs
+import contextlib
 import errno
 import functools
 import os
 import sys
+import unicodedata
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
@@ -109,6 +112,59 @@ def _silence_stdout() -> None:
         pass
 
 
+# What cebench prints beyond ASCII, each as one ASCII character (a table's columns stay aligned), for a
+# stream that cannot encode them (PYTHONIOENCODING=ascii, a latin-1 terminal); any other such character is
+# its NFKD letter ('é' → 'e') or '?'.
+ASCII_FALLBACKS = str.maketrans(dict(zip("·×–—−→←◀Δ…≥≤≫µμ∇εχ±≈≠─━│┃⌈⌉", ".x---><<D.><>uuVex+~#-=||[]", strict=True)))
+ASCII_ERRORS = "cebench-ascii"
+
+
+def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """The codec error handler `ASCII_ERRORS`: unencodable characters as `ASCII_FALLBACKS` say."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    text = exc.object[exc.start:exc.end].translate(ASCII_FALLBACKS)
+    plain = [c if c.isascii() else (unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode() or "?")[0]
+             for c in text]
+    return "".join(plain), exc.end
+
+
+codecs.register_error(ASCII_ERRORS, _ascii_fallback)
+
+
+def _encode_or_fall_back(stream: TextIO) -> None:
+    """Let `stream` write what it cannot encode as ASCII (`ASCII_FALLBACKS`) instead of raising
+    UnicodeEncodeError; a UTF stream, or one with its own error handler, is left as it is."""
+    encoding = codecs.lookup(getattr(stream, "encoding", None) or "utf-8").name
+    reconfigure = getattr(stream, "reconfigure", None)
+    if not encoding.startswith("utf") and getattr(stream, "errors", None) == "strict" and reconfigure is not None:
+        reconfigure(errors=ASCII_ERRORS)
+
+
+@contextlib.contextmanager
+def user_prints_to_stderr(active: bool = True) -> Iterator[None]:
+    """While the block runs (when `active`: a command printing JSON), what is written to stdout
+    (a user's loss or model printing, from Python, a C library or a child process started in
+    it) goes to stderr, so that stdout holds the command's own output alone."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        fd, saved = sys.stdout.fileno(), os.dup(sys.stdout.fileno())
+        os.dup2(sys.stderr.fileno(), fd)
+    except (OSError, ValueError, AttributeError):  # no file descriptors (a test runner's capture)
+        fd = saved = -1
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved >= 0:
+            os.dup2(saved, fd)
+            os.close(saved)
+
+
 class _Group(TyperGroup):
     """Every error is one line on stderr, 'cebench: error: …', and exit code 2: a
     `UsageError` from a command, and a bad option from click (an unknown option, a value of
@@ -131,6 +187,8 @@ class _Group(TyperGroup):
         kwargs["windows_expand_args"] = windows_expand_args
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **kwargs)
+        for stream in (sys.stdout, sys.stderr):
+            _encode_or_fall_back(stream)
         with warnings.catch_warnings():  # restores showwarning and the filters
             warnings.simplefilter("always", InputWarning)
             warnings.showwarning = _show_warning
@@ -174,14 +232,22 @@ app = typer.Typer(
 )
 command = functools.partial(app.command, cls=_Command)
 
-# On a terminal, tables render at its width; elsewhere (a CI log, a file) at $COLUMNS when
-# it is set, else at 160 columns rather than rich's 80.
-# Nothing printed is rich markup: a path, a variant spec or an error message may hold '[...]'
-# or ':x:' that must print as written.
-out = Console(markup=False, emoji=False)
-if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-    out = Console(width=160, markup=False, emoji=False)
-err = Console(stderr=True, markup=False, emoji=False, soft_wrap=True)  # log lines stay whole
+MIN_WIDTH = 60  # columns: a narrower terminal or $COLUMNS (0, say) still gets tables this wide
+
+
+def _console(**kwargs: Any) -> Console:
+    """A console at the terminal's width, at least `MIN_WIDTH`; elsewhere (a CI log, a file) at
+    $COLUMNS when it is set, else at 160 columns rather than rich's 80. Nothing printed is rich
+    markup: a path, a variant spec or an error message may hold '[...]' or ':x:' that must print
+    as written."""
+    console = Console(markup=False, emoji=False, **kwargs)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        return Console(width=160, markup=False, emoji=False, **kwargs)
+    return console if console.width >= MIN_WIDTH else Console(width=MIN_WIDTH, markup=False, emoji=False, **kwargs)
+
+
+out = _console()
+err = _console(stderr=True, soft_wrap=True)  # log lines stay whole
 
 
 def check_columns(columns: str | None, keys: list[str]) -> None:

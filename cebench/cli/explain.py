@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cebench.cli.app import check_columns, command, err, out, print_table
+from cebench.cli.app import check_columns, command, err, out, print_table, user_prints_to_stderr
 from cebench.cli.options import (
     LIST,
     ONE_POINT,
@@ -112,7 +112,7 @@ def explain_command(
     check_columns(columns, keys)  # before the work
     if out_path is not None:
         check_out(out_path)
-    with err.status("explaining…"):
+    with err.status("explaining…"), user_prints_to_stderr(as_json):  # stdout: the JSON alone
         if target is not None:  # --target: another name for --device (errors name the option typed)
             devices.one_name(device, target, "device", "target", "auto")
             explained = api.explain(target=target, meta=meta, point_timeout=point_timeout,

@@ -30,7 +30,7 @@ def list_variants(
     device = devices.target(devices.one_name(device, target, "device", "target", "auto"), here=True).name
     for name in variants.names(None):
         v = variants.get(name)
-        reason = support.variant_reason(name, devices.get(device))
+        reason = support.variant_reason(name, devices.get(device), imported=True)
         head = Text(name, style="bold")
         head.append(f"  {', '.join(v.workloads)} · {'chunked' if v.chunked else 'not chunked'} · runs on "
                     f"{', '.join(v.devices)} · {v.origin}", style="")

@@ -21,7 +21,6 @@ from cebench.cli.options import (
     with_axes,
 )
 from cebench.core import devices
-from cebench.core.units import parse_bytes
 from cebench.run.grid import grid_params
 
 Target = typer.Option(None, "--target", metavar="TARGET", show_default=False, help=TARGET_HELP)
@@ -99,9 +98,8 @@ def fit_command(
     from cebench.render.fit import fit_note, fit_table
 
     target = devices.one_name(target, device, "target", "device", "cuda")
-    budget_bytes = None if budget is None else parse_bytes(budget, "budget")
     with out.status("searching…"):
-        fitted = api.fit(budget_bytes, target=target, max_batch=max_batch, measure=measure,
+        fitted = api.fit(budget, target=target, max_batch=max_batch, measure=measure,
                          point_timeout=point_timeout, **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)

@@ -192,7 +192,8 @@ def _announce(s: Sweep) -> None:
     sharded = sum(p.sharded for p in s.points)
     parts.append(f"{len(s.points)} to measure" + (" each in a fresh process" if s.isolate else "")
                  + (f" ({cannot} of variants that cannot run here left out)" if cannot else "")
-                 + (f" ({sharded} sharded, each in processes of its own, one per rank)" if sharded else ""))
+                 + (f" ({sharded} sharded, each in processes of its own, one per rank, {_ranks_bound(s)})"
+                    if sharded else ""))
     users = s.unbounded()
     if users:
         parts.append(f"{users[0]}{' and others' * (len(users) > 1)} run here, unbounded: --point-timeout SECONDS "
@@ -210,6 +211,16 @@ def _announce(s: Sweep) -> None:
     if plan.total > LONG_SWEEP and (plan.shard is None or plan.shard.count == 1):
         err.print(f"warning: {plan.total} points is a long sweep for one process: split it with torchrun, SLURM or "
                   "--shard (see the README), and --resume it if it stops", style="yellow", highlight=False)
+
+
+def _ranks_bound(s: Sweep) -> str:
+    """How long a sharded point's ranks may run: 'unbounded', or stopped after the default
+    limit or --point-timeout's."""
+    if s.ranks_timeout_s is None:
+        return "unbounded"
+    if s.default_timeout:
+        return f"each stopped after {s.ranks_timeout_s:,g} s, the default limit (--point-timeout SECONDS sets it)"
+    return f"each stopped after --point-timeout's {s.ranks_timeout_s:,g} s"
 
 
 class _Progress:

@@ -7,7 +7,7 @@ import typer
 from cebench.cli.app import command, out, print_table
 from cebench.cli.options import DEVICE_HELP, Columns, DeviceAlias, Temperature, VariantNames, Wide, with_axes
 from cebench.core import devices
-from cebench.core.axes import AXES, SEMANTICS, VERIFIED
+from cebench.core.axes import AXES, BY_NAME, SEMANTICS, VERIFIED
 from cebench.render.verify import (
     edge_table,
     failures_text,
@@ -15,6 +15,8 @@ from cebench.render.verify import (
     reference_note,
     sampler_table,
     shown_table,
+    skipped,
+    skips_text,
 )
 
 # What verify does not take (`Axis.verify` is None): its shapes are its own; a step's steady state and a model's
@@ -51,7 +53,12 @@ def verify(
     test of the draws against the exact softmax(logits / T) probabilities; a p-value below
     0.001 fails.
 
-    Exit codes: 0 every check passed, 1 a check failed, 2 bad input.
+    A check Triton's interpreter cannot run on a CPU is skipped, neither passed nor failed,
+    and the summary names it; a skipped check of a setting asked for (a semantics option
+    given) fails verify: what was asked was not verified.
+
+    Exit codes: 0 every check that ran passed, 1 a check failed or one asked for was skipped,
+    2 bad input.
     """
     from cebench import api
 
@@ -78,8 +85,21 @@ def verify(
         print_table(sampler_table(sampler_checks), wide, columns)
     verdicts = [c.passed for c in loss_checks] + [c.passed for c in sampler_checks]
     failed = verdicts.count(False)
+    skips = [c for c in loss_checks if skipped(c)]
+    asked = [c for c in skips if any(k in semantics for k, _ in c.setting.values)]  # an option given
     if failed:
         out.print(f"{failed} of {len(verdicts) - verdicts.count(None)} applicable checks failed: "
                   f"{failures_text(loss_checks, sampler_checks)}", style="bold red", highlight=False)
+    elif skips:  # not "all": a skipped check neither passed nor failed
+        out.print(f"{verdicts.count(True)} applicable checks passed, {len(skips)} skipped", style="green")
+    else:
+        out.print(f"all {verdicts.count(True)} applicable checks passed", style="green")
+    if skips:
+        out.print(f"skipped (Triton's interpreter cannot run them on {here}): {skips_text(skips)}", style="yellow",
+                  highlight=False)
+    if asked:
+        flags = ", ".join(dict.fromkeys(BY_NAME[k].flag for c in asked for k, _ in c.setting.values))
+        out.print(f"not verified: {skips_text(asked)}, asked for with {flags}, was skipped", style="bold red",
+                  highlight=False)
+    if failed or asked:
         raise typer.Exit(1)
-    out.print(f"all {verdicts.count(True)} applicable checks passed", style="green")

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
 
 def load(path: Path | str) -> pd.DataFrame:
     """A results CSV (any schema cebench wrote), validated and typed: what `check` reads."""
+    from cebench.commands import arguments
     from cebench.store.frame import load as load_frame
 
-    return load_frame(Path(path))
+    return load_frame(arguments.path(path, "path"))
 
 
 def check(results: Path | str | pd.DataFrame, baseline: Path | str | pd.DataFrame, *,
@@ -24,13 +25,12 @@ def check(results: Path | str | pd.DataFrame, baseline: Path | str | pd.DataFram
     """Compare `results` with `baseline` point by point (CSV paths or `load`ed frames):
     a `CheckReport` whose `passed` is False when a point's peak Δ grew beyond `mem_tol`, a
     point that was ok failed, or (with `time_tol`) its step time grew significantly."""
-    from cebench.analyze.check import compare, parse_tolerance
+    from cebench.analyze.check import compare
+    from cebench.commands import arguments
 
-    def frame(x: Path | str | pd.DataFrame) -> pd.DataFrame:
-        return load(x) if isinstance(x, (str, Path)) else x
-
-    mem = parse_tolerance(mem_tol, "mem_tol") if isinstance(mem_tol, str) else mem_tol
-    time = parse_tolerance(time_tol, "time_tol") if isinstance(time_tol, str) else time_tol
-    return compare(frame(results), frame(baseline), mem_tol=mem, time_tol=time, strict=strict,
+    mem = arguments.tolerance(mem_tol, "mem_tol")
+    time = None if time_tol is None else arguments.tolerance(time_tol, "time_tol")
+    return compare(arguments.results(results, "results"), arguments.results(baseline, "baseline"),
+                   mem_tol=mem, time_tol=time, strict=strict,
                    names=(str(results) if not hasattr(results, "columns") else "results",
                           str(baseline) if not hasattr(baseline, "columns") else "baseline"))

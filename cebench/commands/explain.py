@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cebench.commands.predict import one_value
+from cebench.commands import arguments
+from cebench.commands.predict import one_value, warn_user_code
 from cebench.core.axes import BY_NAME, NO_MODEL
 from cebench.core.config import LOSS
 from cebench.core.errors import UsageError, describe
@@ -46,8 +47,11 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
     state, gradients, activations, the loss's buffers), traced on meta for the device. A
     user's loss or build still running after `point_timeout` seconds is stopped (`UsageError`;
     None: no limit)."""
-    with time_limit(point_timeout):
-        return _explain(device, meta, target, grid)
+    seconds = arguments.seconds(point_timeout)
+    with time_limit(seconds):
+        warn_user_code(GridOptions(**grid), seconds, "explain")
+        return _explain(None if device is None else arguments.name(device, "device"), meta,
+                        None if target is None else arguments.name(target, "target"), grid)
 
 
 def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str, Any]) -> Explained:

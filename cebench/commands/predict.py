@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cebench.commands import arguments
 from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.config import LOSS, Settings
 from cebench.core.errors import InputWarning, UsageError, describe
@@ -37,17 +38,22 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     from cebench.predict.points import predict as predict_point
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
-    with time_limit(point_timeout):  # a user's build (resolved with the grid), smoke test and traces
-        points = GridOptions(**grid).grid(devices.target(target, param="target").name)
-        if out is not None and check_out(Path(out)) is not None:  # a foreign or unwritable CSV is refused first
-            one_kind(read_rows(Path(out), warn=False), predictions=True)  # and one of measurements
+    device = devices.target(arguments.name(target, "target"), param="target").name
+    out = None if out is None else arguments.path(out, "out")
+    seconds = arguments.seconds(point_timeout)
+    with time_limit(seconds):  # a user's build (resolved with the grid), smoke test and traces
+        options = GridOptions(**grid)
+        warn_user_code(options, seconds, "predict")
+        points = options.grid(device)
+        if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
+            one_kind(read_rows(out, warn=False), predictions=True)  # and one of measurements
         variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
         expanded = points.expand()
         warn_meta_work(expanded, "predict")
         with session():  # the points' sharded steps share their fake world and models
             rows = [predict_point(point) for point in expanded]
     if out is not None:
-        with ResultWriter(Path(out)) as writer:
+        with ResultWriter(out) as writer:
             for row in rows:
                 writer.write(row)
     return rows
@@ -80,19 +86,22 @@ class Fitted:
 def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
         point_timeout: float | None = None, **grid: Any) -> Fitted:
     """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
-    cuBLAS workspaces too) fits `budget` (bytes, or text as `--budget` takes it: '80GiB';
-    default: a named GPU's memory), per loss
+    cuBLAS workspaces too) fits `budget` (text as `--budget` takes it, '80GiB', or bytes,
+    refused below 1 MiB as `--budget 80` is; default: a named GPU's memory), per loss
     variant (compiled ones only when named) and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
     peak of its whole training step (per value of each of its step's settings given,
     `STEP_SETTINGS`: `activation_checkpointing="none,blocks"` answers for both), and the loss
     alone's answer beside it (`alone`). With `measure`, each answer is also run once on
     `target` (which this machine must have). A user's loss or build still running after
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
-    with time_limit(point_timeout):
-        return _fit(budget, target, max_batch, measure, grid)
+    seconds = arguments.seconds(point_timeout)
+    with time_limit(seconds):
+        warn_user_code(GridOptions(**grid), seconds, "fit")
+        return _fit(arguments.budget(budget), arguments.name(target, "target"), arguments.count(max_batch, "max_batch"),
+                    measure, grid)
 
 
-def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, grid: dict[str, Any]) -> Fitted:
+def _fit(budget: int | None, target: str, max_batch: int, measure: bool, grid: dict[str, Any]) -> Fitted:
     from cebench.core import devices
     from cebench.models.training import loss_alone
     from cebench.predict.fake_world import session
@@ -102,17 +111,11 @@ def _fit(budget: int | str | None, target: str, max_batch: int, measure: bool, g
     device = devices.target(target, param="target").name
     if max_batch < 1:
         raise UsageError("must be at least 1", "max_batch")
-    if isinstance(budget, str):
-        from cebench.core.units import parse_bytes
-
-        budget = parse_bytes(budget, "budget")
     if budget is None:
         budget = devices.get(device).capacity_bytes
         if budget is None:
             raise UsageError(f"is needed for target {device} (a named GPU, see cebench targets, has its own)",
                              "budget")
-    if budget < 1:
-        raise UsageError("must be a positive number of bytes", "budget")
     if measure:
         devices.target(device, here=True, param="target")  # the target must be here to measure on it
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
@@ -189,6 +192,33 @@ def warn_meta_work(points: Iterable[Config], command: str) -> None:
                          "events); fewer tokens or a larger --ce-chunk")
     warnings.warn(InputWarning(f"{work}, which may take minutes; fewer tokens or a larger --ce-chunk take less "
                                "(Ctrl-C stops it)"), stacklevel=3)
+
+
+def warn_user_code(options: GridOptions, seconds: float | None, command: str) -> None:
+    """An `InputWarning` as `command` starts when it runs a user's loss or model build
+    (`file.py:fn`, `module:fn`) in this process under a limit given above `POINT_TIMEOUT_S`
+    (above `guard.NO_LIMIT_S`: none): what runs, and how long it may. With no limit given,
+    none was asked for and nothing is said."""
+    from cebench.commands.sweep import POINT_TIMEOUT_S
+    from cebench.core.axes import split
+    from cebench.core.guard import NO_LIMIT_S
+    from cebench.losses.loader import is_spec
+    from cebench.models.hf import PREFIX
+    from cebench.models.model import PRESETS
+
+    if seconds is None or seconds <= POINT_TIMEOUT_S:
+        return
+    given = options.axes.get("model")
+    heads = {m: m.rpartition(":")[0] for m in (split(given, "model") if given else ()) if is_spec(m)}
+    builds = [m for m, head in heads.items()  # not a preset's, a config's or an hf: model's :suffix
+              if not m.startswith(PREFIX) and head not in PRESETS and not head.endswith(".json")]
+    users = [s for s in options.specs if is_spec(s)] + builds
+    if not users:
+        return
+    bound = (f"unbounded: --point-timeout above {NO_LIMIT_S:,.0f} s is no limit" if seconds > NO_LIMIT_S
+             else f"bounded by --point-timeout's {seconds:,.0f} s")
+    warnings.warn(InputWarning(f"{command}: {users[0]}{' and others' * (len(users) > 1)} run here, {bound}"),
+                  stacklevel=3)
 
 
 def one_value(grid: Any, command: str, lists: tuple[str, ...] = ()) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cebench.commands import arguments
 from cebench.core import devices
 from cebench.core.axes import AXES, NO_MODEL
 from cebench.core.config import Config, Settings
@@ -25,7 +26,7 @@ from cebench.models.model import resolve_model
 from cebench.run import plan as plan_mod
 from cebench.run import shard as shard_mod
 from cebench.run.grid import Grid, GridOptions
-from cebench.run.isolate import Child
+from cebench.run.isolate import Child, wait_s
 from cebench.run.plan import Plan
 from cebench.store.files import Lock, ResultWriter, check_out, done_keys, one_kind, read_rows
 from cebench.store.schema import Result
@@ -66,7 +67,8 @@ class Sweep:
     fresh process (None: the device's default; a `point_timeout` in seconds turns it on;
     above `guard.NO_LIMIT_S`, or inf, there is no limit). A point whose model is sharded
     (`fsdp` > 1) always runs in its ranks, processes of its own, bounded by `point_timeout`
-    (default `POINT_TIMEOUT_S`); a shard of the sweep starts the ranks of each of its
+    (default `POINT_TIMEOUT_S`; `ranks_timeout_s`, None for no limit, and `default_timeout`
+    whether that is the default); a shard of the sweep starts the ranks of each of its
     sharded points (`cebench.run.ranks`). Bad input is a `UsageError`
     naming the parameter, raised before anything is measured or written. From when it is made (an existing `out`) or
     first iterated (a new one) to its last row, it holds `out`'s `Lock`: a second process
@@ -80,6 +82,9 @@ class Sweep:
                  environ: Mapping[str, str] | None = None) -> None:
         options = options or GridOptions()
         environ = os.environ if environ is None else environ
+        device = arguments.name(device, "device")
+        out = None if out is None else arguments.path(out, "out")
+        point_timeout = arguments.seconds(point_timeout)
         with time_limit(point_timeout):  # a user's build the grid resolves here is bounded too
             options.grid("cpu")  # every grid option checked before device 'auto' imports torch to look for a GPU
         self.shard = _whose_shard(shard, environ)
@@ -91,6 +96,9 @@ class Sweep:
                                  repeats=self.device.repeats if repeats is None else repeats)
         self.isolate = point_timeout is not None or (self.device.isolate_by_default if isolate is None else isolate)
         self.timeout_s = (point_timeout or POINT_TIMEOUT_S) if self.isolate else None
+        # a sharded point's ranks are processes of their own, bounded as an isolated point is (None: unbounded)
+        self.ranks_timeout_s = wait_s(self.timeout_s if self.isolate else POINT_TIMEOUT_S)
+        self.default_timeout = point_timeout is None  # the limit is POINT_TIMEOUT_S, the default
         done = self._take_csv(out, grid, resume=resume, overwrite=overwrite, environ=environ)
         _check_no_process_group(grid)
         _set_threads(threads)
@@ -104,7 +112,8 @@ class Sweep:
         # user variants that crash or hang on the smoke test's tiny problem (name → how): their points fail
         self.crashed: dict[str, str] = self._smoke_test()
         if not self.grid.variants:
-            raise UsageError(f"no variant of the sweep can run on {self.device.name} here", "variant")
+            why = "; ".join(f"{name}: {reason}" for name, reason in self.unsupported.items())
+            raise UsageError(f"no variant of the sweep can run on {self.device.name} here ({why})", "variant")
         self.plan: Plan = plan_mod.make(everything, self.shard, done, self.settings.warmup, self.settings.repeats)
         self.points: list[Config] = [p for p in self.plan.points if p.variant not in self.unsupported]
         self.warnings: list[str] = []  # what opening the CSV found (a cut-off row, an older header)
@@ -190,8 +199,7 @@ class Sweep:
 
         if self.isolate:
             return isolated(self.child, self.settings, self.timeout_s)
-        # a sharded point's ranks are processes of their own, bounded as an isolated point is
-        return functools.partial(run, settings=self.settings, child=self.child, timeout_s=POINT_TIMEOUT_S)
+        return functools.partial(run, settings=self.settings, child=self.child, timeout_s=self.ranks_timeout_s)
 
     def open(self) -> list[str]:
         """Open the CSV for appending (`__iter__` does it when not done yet; a cut-off last
@@ -248,6 +256,8 @@ def _whose_shard(shard: str | Shard | None, environ: Mapping[str, str]) -> Shard
         shard = parse(shard)
     elif shard is None:
         shard = from_env(environ)
+    elif not isinstance(shard, Shard):
+        raise UsageError(f"must be text such as '0/4' or a Shard, not {type(shard).__name__} {shard!r}", "shard")
     return shard if shard is None or shard.count > 1 else None
 
 
@@ -262,10 +272,10 @@ def _check_options(*, out: Path | str | None, resume: bool, overwrite: bool, iso
         raise UsageError("needs --out: the CSV to replace", "overwrite")
     if overwrite and resume:
         raise UsageError("not with --resume, which keeps the rows of --out that --overwrite drops", "overwrite")
-    if threads is not None and not 1 <= threads <= THREADS_PER_CPU * (os.cpu_count() or 1):
+    if threads is not None and not 1 <= arguments.count(threads, "threads") <= THREADS_PER_CPU * (os.cpu_count() or 1):
         raise UsageError(f"must be from 1 to {THREADS_PER_CPU} × the {os.cpu_count() or 1} CPUs here", "threads")
     for name, steps in (("warmup", warmup), ("repeats", repeats)):
-        if steps is not None and not 1 <= steps <= MAX_STEPS:
+        if steps is not None and not 1 <= arguments.count(steps, name) <= MAX_STEPS:
             raise UsageError(f"must be from 1 to {MAX_STEPS:,} (every timed step is kept)", name)
 
 

@@ -44,6 +44,7 @@ def verify(*, variant: str | None = None, device: str = "auto", dtype: str | Non
     `cebench.analyze.verify.DEFAULT_SETTINGS`); samplers by a chi-square test of `draws`
     draws over a `vocab`-token vocabulary."""
     from cebench.analyze.verify import SampleCase, run_all, settings
+    from cebench.commands import arguments
     from cebench.core import devices
     from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
     from cebench.losses import variants
@@ -55,7 +56,7 @@ def verify(*, variant: str | None = None, device: str = "auto", dtype: str | Non
     matrix = settings({k: option_text(v) for k, v in semantics.items()})
 
     names = list(select_variants(variant, f"{LOSS},{SAMPLE}"))  # the logits workload is not verified yet
-    kind = devices.target(device, here=True).kind
+    kind = devices.target(arguments.name(device, "device"), here=True).kind
     dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(kind))
     parse_vocab(str(vocab), "vocab")
     if draws < 100:

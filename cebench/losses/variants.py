@@ -27,7 +27,7 @@ from cebench.core import devices as devices_mod
 from cebench.core import interpreter
 from cebench.core.axes import FEATURES
 from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
-from cebench.core.errors import UsageError
+from cebench.core.errors import UsageError, describe
 from cebench.core.guard import user_code
 from cebench.losses import contract, loader
 
@@ -50,10 +50,10 @@ class Requires:
     torch_attr: str | None = None
     torch_version: str | None = None
 
-    def missing(self) -> list[str]:
-        """Why it cannot run here for lack of software (empty when nothing is missing)."""
-        reasons = [f"needs {module}: pip install {pip}" for module, pip in self.packages
-                   if importlib.util.find_spec(module) is None]
+    def missing(self, imported: bool = False) -> list[str]:
+        """Why it cannot run here for lack of software (empty when nothing is missing);
+        `imported`: each package imported too (an installed one whose import fails is missing)."""
+        reasons = [why for module, pip in self.packages if (why := _unimportable(module, pip, imported))]
         if self.torch_attr:
             import torch
             import torch.nn.functional as F
@@ -62,6 +62,21 @@ class Requires:
                 reasons.append(f"needs torch >= {self.torch_version} for F.{self.torch_attr} "
                                f"(this is torch {torch.__version__})")
         return reasons
+
+
+def _unimportable(module: str, pip: str, imported: bool) -> str | None:
+    """Why `module` cannot be imported here (None: it can): not installed, or (`imported`: it is
+    imported now, after Triton's interpreter is chosen where there is no GPU) its import raises."""
+    if importlib.util.find_spec(module) is None:
+        return f"needs {module}: pip install {pip}"
+    if not imported:
+        return None
+    interpreter.enable()
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # a broken install: its own error, one line
+        return f"{module} is installed but its import fails ({describe(exc, 200)})"
+    return None
 
 
 def _named(path: str) -> object:
@@ -195,16 +210,18 @@ class Variant:
             return fn
         return torch.compile(fn, dynamic=False) if fresh else torch.compile(fn)
 
-    def unsupported_reason(self, device: str) -> str | None:
+    def unsupported_reason(self, device: str, imported: bool = False) -> str | None:
         """Why this variant cannot run on `device` here, or None when it can. Asked before a
         variant runs: one whose kernels run interpreted, or compiled (Dynamo imports
-        triton), chooses Triton's interpreter first where there is no GPU."""
+        triton), chooses Triton's interpreter first where there is no GPU. `imported`: its
+        packages are imported to tell (`cebench variants`; else they are only found)."""
         if self.compiles or device in self.interpreted_on:
             interpreter.enable()
         why = f": {self.devices_reason}" if self.devices_reason else ""
         reasons = [] if device in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
                                                      f"run on {', '.join(self.devices)} only{why})"]
-        reasons += self.requires.missing()
+        with user_code(self.name, "variant"):  # a package that exits while imported: one line
+            reasons += self.requires.missing(imported)
         if not reasons and device in self.interpreted_on:
             reasons += filter(None, [interpreter.unavailable_reason()])
         if reasons:

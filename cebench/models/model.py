@@ -128,6 +128,13 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
         return _decoder_model(text, found[1], replace(parse(found[0], where), repeat_kv=repeat_kv))
     if repeat_kv:
         raise UsageError(f"{text}: {REPEAT_KV} follows a preset ({', '.join(PRESETS)}) or a config.json", "model")
+    head, _, last = text.rpartition(":")
+    if head in PRESETS or head.endswith(".json"):  # a suffix this model does not take
+        if last in (hf_mod.NO_DROPOUT, hf_mod.NO_CACHE):
+            raise UsageError(f"{text}: :{last} applies to {hf_mod.PREFIX} models only ({hf_mod.PREFIX}{text})",
+                             "model")
+        raise UsageError(f"{text}: unknown suffix '{last}' (a preset or config.json takes :{REPEAT_KV}; an "
+                         f"{hf_mod.PREFIX} model :{hf_mod.NO_DROPOUT}, :{hf_mod.NO_CACHE})", "model")
     if is_spec(text):
         built = _build(text, "meta", None)
         return Model(text, f"user build {text}", None, built.n_params, built.vocab, built.d_model)
@@ -182,6 +189,11 @@ def _hf_model(text: str) -> Model:
     where, dropout, cache = hf_mod.split(text)
     found = _config(where)
     if found is None:
+        head, _, last = where.rpartition(":")
+        base = hf_mod.split(hf_mod.PREFIX + head)[0] if head else ""  # less the suffixes before `last`
+        if base in PRESETS or Path(base).is_file():
+            raise UsageError(f"{text}: unknown suffix '{last}' (an {hf_mod.PREFIX} model takes "
+                             f":{hf_mod.NO_DROPOUT}, :{hf_mod.NO_CACHE})", "model")
         raise UsageError(f"{text}: {where} is neither a preset ({', '.join(PRESETS)}) nor a config.json", "model")
     config, source = found
     spec = parse(config, where)

@@ -73,7 +73,8 @@ def unsupported_reason(device: Device, sharded: bool = False, chunks: int = 1) -
                 f"a compiled step is predicted up to {MAX_CHUNKS} chunks: a larger --ce-chunk, or measure it with "
                 "cebench sweep")
     if sharded:
-        return "a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep"
+        where = "--device cpu" if device.is_host else "on a machine with a GPU per rank"
+        return f"a compiled step is predicted unsharded only (--fsdp 1); measure it with cebench sweep {where}"
     if not dynamo_supported():
         return "torch.compile (Dynamo) is not supported on this Python/platform"
     if not (device.is_host or device.is_gpu):

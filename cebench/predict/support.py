@@ -27,11 +27,13 @@ from cebench.losses import variants
 from cebench.predict.shims import fsdp
 
 
-def variant_reason(name: str, device: devices.Device, *, predicted: bool = False) -> str | None:
+def variant_reason(name: str, device: devices.Device, *, predicted: bool = False,
+                   imported: bool = False) -> str | None:
     """Why variant `name` cannot run on `device` here at all (None: it can): measured there, or
-    (`predicted`) predicted for it, where a compiling variant needs what its eager twin needs."""
+    (`predicted`) predicted for it, where a compiling variant needs what its eager twin needs;
+    `imported`: its packages imported to tell (a broken install found), not only found."""
     own = variants.eager_twin(name) if predicted else name
-    return variants.get(own).unsupported_reason(device.kind)
+    return variants.get(own).unsupported_reason(device.kind, imported)
 
 
 def reason(config: Config, *, predicted: bool = False) -> str | None:

@@ -2,6 +2,7 @@
 cases, the failures (or every setting), and the samplers' chi-square tests."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -35,7 +36,7 @@ def _cell(checks: list[LossCheck]) -> Text:
         return Text("pass", style="green")
     if any(c.outcome == NO_TARGET for c in checks):
         return Text("n/a", style="dim")
-    return Text("skip" if any(c.outcome == "interpreter" for c in checks) else "–", style="dim")
+    return Text("skip" if any(skipped(c) for c in checks) else "–", style="dim")
 
 
 def matrix_table(checks: list[LossCheck], settings: list[Setting], dtype: str) -> Table:
@@ -121,18 +122,33 @@ def detail_table(checks: list[LossCheck], title: str) -> Table:
     return table
 
 
-def failures_text(losses: list[LossCheck], samplers: list[SamplerCheck]) -> str:
-    """What failed, one part per variant and setting (and dtype, where verify checked more than
-    one) with the number of its shapes that failed: 'chunked · 25% ignored at 3 shapes'; a
-    sampler's 'dense-sample's draws'. The checks a count of failed checks counts."""
+def _by_setting(losses: list[LossCheck], which: Callable[[LossCheck], bool]) -> list[str]:
+    """The checks `which` picks, one part per variant and setting (and dtype, where verify
+    checked more than one) with their number of shapes: 'chunked · 25% ignored at 3 shapes'."""
     dtypes = len({c.dtype for c in losses}) > 1
-    failed: dict[str, int] = {}
+    picked: dict[str, int] = {}
     for c in losses:
-        if c.passed is False:
+        if which(c):
             key = f"{c.variant} · {c.setting.label}" + (f" · {c.dtype}" if dtypes else "")
-            failed[key] = failed.get(key, 0) + 1
-    parts = [f"{key} at {n} shape{'s' * (n > 1)}" for key, n in failed.items()]
-    return "; ".join(parts + [f"{c.variant}'s draws" for c in samplers if c.passed is False])
+            picked[key] = picked.get(key, 0) + 1
+    return [f"{key} at {n} shape{'s' * (n > 1)}" for key, n in picked.items()]
+
+
+def failures_text(losses: list[LossCheck], samplers: list[SamplerCheck]) -> str:
+    """What failed, per variant and setting (`_by_setting`), and a sampler's 'dense-sample's
+    draws'. The checks a count of failed checks counts."""
+    return "; ".join(_by_setting(losses, lambda c: c.passed is False)
+                     + [f"{c.variant}'s draws" for c in samplers if c.passed is False])
+
+
+def skipped(check: LossCheck) -> bool:
+    """Whether `check` did not run: Triton's interpreter cannot run it (neither passed nor failed)."""
+    return check.outcome == "interpreter"
+
+
+def skips_text(losses: list[LossCheck]) -> str:
+    """What was `skipped`, per variant and setting (`_by_setting`); '' when nothing was."""
+    return "; ".join(_by_setting(losses, skipped))
 
 
 def sampler_table(checks: list[SamplerCheck]) -> Table:
@@ -156,7 +172,7 @@ def shown_table(checks: list[LossCheck], details: bool) -> Table | None:
     from cebench.analyze.verify import NO_TARGET
 
     shown = [c for c in checks if not c.case.edge and (details or c.passed is False or c.warned
-                                                       or c.outcome in ("interpreter", NO_TARGET))]
+                                                       or skipped(c) or c.outcome == NO_TARGET)]
     return detail_table(shown, "Every setting" if details else "Failures, skips and warnings") if shown else None
 
 

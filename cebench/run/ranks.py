@@ -9,6 +9,8 @@ measuring its part of the step (`launch`), and how a rank reads its peak (`peak`
   RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE are its own in the point's world,
   whatever a launcher set for the sweep.
 - They meet through a `FileStore` in a temporary folder (`init_method="file://…"`): no port.
+  It is removed when the point ends, Ctrl-C or SIGTERM included; its name holds the sweep's
+  process id (`FOLDER`), so that a later point removes those of sweeps that are gone (SIGKILL).
 - The point ends when every rank has answered, or when the first fails (raises, dies) or the
   time runs out, and then every rank process is killed; Ctrl-C or SIGTERM of the sweep ends
   them too, and a sweep's process that dies without ending them (SIGKILL) takes them with it
@@ -30,6 +32,7 @@ import math
 import multiprocessing.connection
 import multiprocessing.process
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
 
 SETTLE_S = 0.01  # how long a gloo rank's memory pass keeps a collective's work after it is done (s)
 ATTEMPTS = 6  # profiled steps a gloo rank's memory pass takes at most
+FOLDER = "cebench-ranks-"  # the ranks' temporary folder: FOLDER<the sweep's pid>-<random>
 
 Started = list[tuple[multiprocessing.process.BaseProcess, multiprocessing.connection.Connection]]
 
@@ -74,7 +78,8 @@ def launch(fn: Callable[..., Any], args: tuple[Any, ...], world: int, child: Chi
     timeout_s = isolate.wait_s(timeout_s)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     started: Started = []
-    with tempfile.TemporaryDirectory(prefix="cebench-ranks-") as folder:
+    _remove_stale()
+    with tempfile.TemporaryDirectory(prefix=f"{FOLDER}{os.getpid()}-") as folder:
         store = "file://" + os.path.join(folder, "store")
         try:
             for rank in range(world):
@@ -91,6 +96,28 @@ def launch(fn: Callable[..., Any], args: tuple[Any, ...], world: int, child: Chi
                 if proc.is_alive():
                     proc.kill()
                 proc.join()
+
+
+def _remove_stale() -> None:
+    """Remove this user's rank folders (`FOLDER`<pid>-…) in the temporary directory whose
+    sweep process is gone: killed (SIGKILL) before it could remove them."""
+    with contextlib.suppress(OSError), os.scandir(tempfile.gettempdir()) as entries:
+        for entry in entries:
+            pid, _, rest = entry.name.removeprefix(FOLDER).partition("-")
+            if (entry.name.startswith(FOLDER) and pid.isdigit() and rest and entry.is_dir(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_uid == os.getuid() and not _alive(int(pid))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
 
 
 def _environ(rank: int, world: int) -> dict[str, str]:

@@ -245,7 +245,9 @@ def existing_header(path: Path, advice: str = "; choose another --out") -> tuple
             header = tuple(next(csv.reader(f), []))
     except OSError as exc:  # a name too long, a folder that cannot be searched
         raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, csv.Error):
+    except UnicodeDecodeError as exc:  # a byte that is not UTF-8, in the header or a row below it
+        raise UsageError(f"{path} exists and is not a cebench results CSV: {not_text(exc)}{advice}") from None
+    except csv.Error:
         header = ()
     if any(c not in header for c in COLUMNS if c not in ADDED):
         raise UsageError(f"{path} exists and is not a cebench results CSV{advice}")
@@ -354,11 +356,22 @@ def read_rows(path: Path, warn: bool = True) -> Rows:
     header = existing_header(path, advice="")
     if header is None:
         raise UsageError(f"{path}: no such file, or an empty one")
+    return parse(path, read_text(path), warn)
+
+
+def read_text(path: Path) -> str:
+    """The text of the CSV at `path`. `UsageError` (`not_text`) when it cannot be read or is
+    not UTF-8."""
     try:
-        text = path.read_text(encoding=READ_ENCODING)
+        return path.read_text(encoding=READ_ENCODING)
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
-    return parse(path, text, warn)
+        raise UsageError(f"{path}: {not_text(exc)}") from None
+
+
+def not_text(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a CSV cannot be read as text: for a byte that is not UTF-8, the byte and its offset
+    in the file."""
+    return f"not a readable text file ({str(exc).splitlines()[0]})"
 
 
 def written_with(row: dict[str, str]) -> int | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from cebench.core.errors import InputWarning, UsageError
-from cebench.store.files import READ_ENCODING, Rows, parse, written_with
+from cebench.store.files import Rows, not_text, parse, read_text, written_with
 from cebench.store.files import cell as csv_cell
 from cebench.store.schema import (
     ADDED,
@@ -51,9 +51,9 @@ def load(path: Path) -> pd.DataFrame:
             raise UsageError(f"{path} is a directory, not a CSV file")
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
-        text = path.read_text(encoding=READ_ENCODING)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable text file ({str(exc).splitlines()[0]})") from None
+        text = read_text(path)
+    except OSError as exc:  # a name too long, from the checks above
+        raise UsageError(f"{path}: {not_text(exc)}") from None
     if not text.strip():
         raise UsageError(f"{path}: the file is empty")
     rows = parse(path, text, required=tuple(c for c in COLUMNS if c not in ADDED))
