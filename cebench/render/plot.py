@@ -19,10 +19,8 @@ says which lines they equal. A log x axis says so in its label.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import os
 import textwrap
 import warnings
 from collections import defaultdict
@@ -233,17 +231,9 @@ def _distance(a: float, b: float) -> float:
 
 def write_figure(fig: Figure, path: Path, param: str, dpi: int = 150) -> None:
     """Save `fig` to `path` in the format its suffix names (.png, .svg, .pdf), whole or not at
-    all (`files.write_new`: `UsageError` naming `param` when it cannot be written; the folders
-    it created for it then removed again where they are left empty)."""
-    # deepest first; os.path.exists: False, not an error, for a name the system refuses (too long)
-    missing = [p for p in (path.parent, *path.parent.parents) if not os.path.exists(p)]
-    try:
-        write_new(path, functools.partial(fig.savefig, dpi=dpi, format=path.suffix.lstrip(".") or "png"), param)
-    except BaseException:
-        for folder in missing:
-            with contextlib.suppress(OSError):  # not empty (another process wrote there), or gone
-                folder.rmdir()
-        raise
+    all (`files.write_new`: `UsageError` naming `param` when it cannot be written, and no
+    folder made for it left behind)."""
+    write_new(path, functools.partial(fig.savefig, dpi=dpi, format=path.suffix.lstrip(".") or "png"), param)
 
 
 def _ok_lines(rows: pd.DataFrame, x: str | None = None) -> dict[str, pd.DataFrame]:

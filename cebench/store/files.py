@@ -156,7 +156,7 @@ class ResultWriter:
 
     def _replace_with(self, row: list[object]) -> None:
         """The header and `row` into a new file beside `path`, held, then renamed over it."""
-        tmp = self.path.with_name(f".{self.path.name[:200]}.{os.getpid()}.tmp")
+        tmp = _beside(self.path)
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
         except OSError as exc:
@@ -208,12 +208,19 @@ def _drop_cut_off_row(path: Path, lock: Lock, quiet: bool = False) -> None:
         warnings.warn(InputWarning(rows.cut_message("cut from the file before appending")), stacklevel=3)
 
 
+def _beside(path: Path) -> Path:
+    """This process's new file beside `path`, to be renamed over it."""
+    return path.with_name(f".{path.name[:200]}.{os.getpid()}.tmp")
+
+
 def write_new(path: Path, content: str | Callable[[BinaryIO], None], param: str | None = None) -> None:
     """Write `content` (text, or what a function writes to a binary file: a figure) to the
     file `path` whole or not at all: into a new file beside it (mode `FILE_MODE`, as every
     file cebench writes), renamed into place. `UsageError` (naming `param`) when it cannot
-    be written, nothing left behind."""
-    tmp = path.with_name(f".{path.name[:200]}.{os.getpid()}.tmp")
+    be written, nothing left behind: neither the new file nor the folders made for it."""
+    tmp = _beside(path)
+    # deepest first; os.path.exists: False, not an error, for a name the system refuses (too long)
+    made = [p for p in (path.parent, *path.parent.parents) if not os.path.exists(p)]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
@@ -228,8 +235,13 @@ def write_new(path: Path, content: str | Callable[[BinaryIO], None], param: str 
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})", param) from None
+    except BaseException as exc:
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty (another process wrote there), or gone
+                folder.rmdir()
+        if isinstance(exc, OSError):
+            raise UsageError(f"{path}: cannot write there ({exc.strerror or exc})", param) from None
+        raise
 
 
 def existing_header(path: Path, advice: str = "; choose another --out") -> tuple[str, ...] | None:
