@@ -13,7 +13,7 @@ from cebench.core import devices
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = str(ROOT / "results" / "published" / "liger_kernel.py")
-SHARED = ROOT.parent / "shared" / "published"  # the published data files, outside this repository
+PUBLISHED_DATA = ROOT / "results" / "published"  # the published data files, with their sources (README.md there)
 # The GPU each row was measured on → the target it is predicted for. MI300X (ROCm, Oct 2024)
 # and H100 NVL (not a named target) are the generic `cuda`: no cuBLAS workspace counted,
 # which the MI300X rows confirm (hipBLAS then kept its workspace outside the caching

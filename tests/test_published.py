@@ -18,9 +18,9 @@ import pytest
 
 from cebench.api import predict
 from cebench.core import devices
-from liger_harness import HARNESS, SHARED, TARGET, V_FLCE, H, float32_mib, idle_weight, ulp
+from liger_harness import HARNESS, PUBLISHED_DATA, TARGET, V_FLCE, H, float32_mib, idle_weight, ulp
 
-ROWS = SHARED / "liger_kernel_memory_rows.csv"
+ROWS = PUBLISHED_DATA / "liger_kernel_memory_rows.csv"
 LIGER = "linkedin/Liger-Kernel benchmark/data/"
 BT_CE = 8 * 2048
 
@@ -114,9 +114,7 @@ def test_a_bare_single_step_misses_the_kept_gradients():
         assert round(1 - (bare.peak_bytes + V_FLCE * H * 2) / harness, 2) == low
 
 
-@pytest.mark.skipif(not ROWS.is_file(), reason=f"{ROWS} is absent (the published data live in ../shared, "
-                                                 "outside this repository)")
-def test_every_row_of_the_shared_data_file_is_reproduced():
+def test_every_row_of_the_data_file_is_reproduced():
     with ROWS.open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows

@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from cebench.core import devices
-from liger_harness import SHARED, TARGET, V_FLCE, H, float32_mib, idle_weight, ulp
+from liger_harness import PUBLISHED_DATA, TARGET, V_FLCE, H, float32_mib, idle_weight, ulp
 from peer_releases import installed, predict_with
 
 pytestmark = [pytest.mark.needs("triton")]
@@ -221,12 +221,10 @@ def test_cce_table1_liger_row(traced):
                                             "cross-entropy has no softcap")
 
 
-ROWS = SHARED / "liger_kernel_own_flce_rows.csv"
+ROWS = PUBLISHED_DATA / "liger_kernel_own_flce_rows.csv"
 
 
-@pytest.mark.skipif(not ROWS.is_file(), reason=f"{ROWS} is absent (the published data live in ../shared, "
-                                               "outside this repository)")
-def test_every_row_of_the_shared_data_file_is_held_here():
+def test_every_row_of_the_data_file_is_held_here():
     with ROWS.open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == sum(len(values) for values in OWN.values())
