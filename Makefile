@@ -6,10 +6,12 @@
 # Each creates .venv on first use. The venv sees the system's site-packages, so a torch
 # that is already installed (a CUDA build, say) is kept; where there is no torch at all,
 # the CPU build torch==2.13.0 is installed before cebench (never an unpinned CUDA build).
-# `make test` also installs Liger-Kernel, Cut Cross-Entropy and, where none is importable,
-# Triton, all with --no-deps (their own requirements would pull an unpinned torch): the
-# suite checks Liger's kernels on this CPU under Triton's interpreter, and predicts both on meta;
-# and transformers (cebench[hf], which needs no torch of its own) for the `hf:` models.
+# `make install` (which every target runs) also installs the peers: Liger-Kernel, Cut Cross-Entropy
+# and, where none is importable, Triton (Linux only: it publishes no other wheels), all with --no-deps
+# (their own requirements would pull an unpinned torch): cebench predicts both on meta anywhere and
+# runs Liger's kernels on this CPU under Triton's interpreter; and transformers (cebench[hf], which
+# needs no torch of its own) for the `hf:` models. Their releases are declared once, in
+# cebench/core/pins.py (a missing peer's message names the same); `make install-peers` is `make install`.
 # The tests that reproduce published figures install the older Liger releases that measured
 # them themselves, --no-deps, into a cache reused by later runs (tests/peer_releases.py).
 
@@ -17,10 +19,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_CPU ?= torch==2.13.0
-TRITON ?= triton==3.9.0
-LIGER ?= liger-kernel==0.8.5
-CCE ?= cut-cross-entropy==25.1.1
-TRANSFORMERS ?= transformers==5.25.0
+PINS := $(shell $(PYTHON) cebench/core/pins.py)
+TRITON ?= $(filter triton==%,$(PINS))
+LIGER ?= $(filter liger-kernel==%,$(PINS))
+CCE ?= $(filter cut-cross-entropy==%,$(PINS))
+TRANSFORMERS ?= $(filter transformers==%,$(PINS))
 ARGS ?=
 # The gate's grid: eager variants on CPU, tiny shapes (seconds), one pinned thread.
 # CPU allocator bytes are deterministic for a given torch, hence a 0 % tolerance.
@@ -30,7 +33,7 @@ BASELINE ?= results/baseline.csv
 
 .PHONY: install install-peers sweep test lint types gate baseline docs figures clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(VENV)/.peers
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -41,15 +44,18 @@ $(VENV)/.installed: pyproject.toml
 sweep: install
 	$(VENV)/bin/cebench sweep --vocab 50257 $(ARGS)
 
-$(VENV)/.peers: $(VENV)/.installed
-	$(PY) -c "import triton" 2>/dev/null || $(PY) -m pip install --quiet --no-deps "$(TRITON)"
+$(VENV)/.peers: $(VENV)/.installed cebench/core/pins.py
+	@test -n "$(TRITON)" -a -n "$(LIGER)" -a -n "$(CCE)" -a -n "$(TRANSFORMERS)" || \
+	  { echo "make: no pins from $(PYTHON) cebench/core/pins.py"; exit 1; }
+	$(PY) -c "import triton" 2>/dev/null || [ "$$(uname -s)" != Linux ] || \
+	  $(PY) -m pip install --quiet --no-deps "$(TRITON)"
 	$(PY) -m pip install --quiet --no-deps "$(LIGER)" "$(CCE)"
 	$(PY) -m pip install --quiet "$(TRANSFORMERS)"
 	touch $@
 
-install-peers: $(VENV)/.peers
+install-peers: install
 
-test: install $(VENV)/.peers
+test: install
 	$(PY) -m pytest $(ARGS)
 
 lint: install
@@ -72,7 +78,7 @@ baseline: install
 
 # Every output block, figure and generated table the READMEs show, run again (minutes; on a quiet machine:
 # the blocks hold measured times). `make docs ARGS=--blocks` reruns the output blocks alone.
-docs: install $(VENV)/.peers
+docs: install
 	$(PY) results/docs.py $(ARGS)
 
 figures: docs

@@ -130,7 +130,7 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # not last to a worker left alone
 
 
-# The optional packages `make install-peers` installs (import names), for `needs`.
+# The optional packages `make install` installs beside cebench (import names; cebench/core/pins.py), for `needs`.
 OPTIONAL = ("triton", "liger_kernel", "cut_cross_entropy", "transformers")
 REFERENCE_TORCH = (2, 13)  # the pinned CPU build CI runs whole (Makefile: TORCH_CPU)
 CHECKED_TRITON = "3.9.0"  # the Triton whose interpreter the Liger-on-CPU byte counts were checked with (TRITON)
@@ -145,7 +145,7 @@ def _skip_reason(item) -> str | None:
     for mark in item.iter_markers("needs"):
         absent = [m for m in (mark.args or OPTIONAL) if importlib.util.find_spec(m) is None]
         if absent:
-            return f"needs {', '.join(absent)} (make install-peers installs it, keeping torch)"
+            return f"needs {', '.join(absent)} (make install installs it, keeping torch)"
     release = tuple(int(x) for x in torch_names.RELEASE.split(".")[:2])
     if item.get_closest_marker("reference_torch") and release != REFERENCE_TORCH:
         return (f"asserts torch {REFERENCE_TORCH[0]}.{REFERENCE_TORCH[1]}'s figures, which torch "

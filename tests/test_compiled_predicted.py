@@ -126,7 +126,7 @@ def test_a_gpu_targets_compiled_row_without_triton_says_to_install_it(monkeypatc
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
-    assert "pip install triton" in compiled.unsupported_reason(devices.get("cuda"))
+    assert "pip install --no-deps triton==" in compiled.unsupported_reason(devices.get("cuda"))
     assert compiled.unsupported_reason(devices.get("cpu")) is None
 
 

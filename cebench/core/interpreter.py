@@ -6,13 +6,15 @@ triton itself: the command line when it starts (`cebench.cli.main`), the library
 it counts FLOPs, compiles, or runs or checks a variant whose kernels run interpreted.
 `import cebench` leaves the environment alone.
 
-A leaf module: it imports nothing (torch included)."""
+A leaf module: it imports nothing (torch included) but `cebench.core.pins`, itself a leaf."""
 from __future__ import annotations
 
 import glob
 import importlib.util
 import os
 import sys
+
+from cebench.core import pins
 
 ENV = "TRITON_INTERPRET"
 GPU_NODES = ("/dev/nvidia*", "/dev/kfd", "/dev/dxg")  # NVIDIA, AMD ROCm, WSL: where Triton can compile for a GPU
@@ -34,7 +36,7 @@ def unavailable_reason() -> str | None:
     """Why Triton kernels cannot run on this CPU now, or None: triton is missing, or runs
     compiled (it was imported without the interpreter, or the environment says so)."""
     if importlib.util.find_spec("triton") is None:
-        return "needs triton (its interpreter runs Triton kernels on a CPU): pip install triton"
+        return f"needs triton (its interpreter runs Triton kernels on a CPU): {pins.install('triton')}"
     if "triton" in sys.modules:
         import triton
 

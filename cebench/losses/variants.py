@@ -24,7 +24,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, cast
 
 from cebench.core import devices as devices_mod
-from cebench.core import interpreter
+from cebench.core import interpreter, pins
 from cebench.core.axes import FEATURES
 from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
 from cebench.core.errors import UsageError, describe
@@ -43,8 +43,9 @@ INTERPRETED = "Triton interpreter on a CPU"  # how a row's note starts when its 
 
 @dataclass(frozen=True)
 class Requires:
-    """What a variant needs besides torch: importable `packages` (module → the pip
-    install line), a minimum torch (`torch_attr` must exist in torch.nn.functional)."""
+    """What a variant needs besides torch: importable `packages` (module → the distribution
+    that installs it: a peer pinned in `cebench.core.pins` is named with the command that keeps
+    torch), a minimum torch (`torch_attr` must exist in torch.nn.functional)."""
 
     packages: tuple[tuple[str, str], ...] = ()
     torch_attr: str | None = None
@@ -65,10 +66,13 @@ class Requires:
 
 
 def _unimportable(module: str, pip: str, imported: bool) -> str | None:
-    """Why `module` cannot be imported here (None: it can): not installed, or (`imported`: it is
-    imported now, after Triton's interpreter is chosen where there is no GPU) its import raises."""
+    """Why `module` cannot be imported here (None: it can): not installed (or a pinned peer's
+    own needs, Triton, are not: `cebench.core.pins.NEEDS`), or (`imported`: it is imported now,
+    after Triton's interpreter is chosen where there is no GPU) its import raises."""
     if importlib.util.find_spec(module) is None:
-        return f"needs {module}: pip install {pip}"
+        return f"needs {module}: {pins.install(pip)}"
+    if absent := [need for need in pins.NEEDS.get(pip, ()) if pins.absent(need)]:
+        return f"{module} needs {', '.join(absent)}: {'; '.join(pins.install(need) for need in absent)}"
     if not imported:
         return None
     interpreter.enable()
@@ -406,7 +410,7 @@ register(Variant("torch-lce-auto", LOSS, f"{_IMPL}:torch_linear_cross_entropy_au
 register(Variant("liger-kernel", LOSS, f"{_IMPL}:liger_fused_linear_cross_entropy", chunked=False, compiled=False,
                  summary="Liger-Kernel's fused linear cross-entropy (Triton; picks its own chunks; logits: its "
                          "cross-entropy kernel)",
-                 requires=Requires(packages=(("liger_kernel", "liger-kernel (or cebench[peers])"),)),
+                 requires=Requires(packages=(("liger_kernel", "liger-kernel"),)),
                  on_request_on=("cpu",), triton_kernels=True, interpreted_on=("cpu",), supports=ALL_FEATURES,
                  logits_fn=f"{_IMPL}:liger_cross_entropy",
                  peer=Peer(("liger_kernel",), "liger-kernel", ("0.2.1", "0.4.1", "0.4.2", "0.6.0", "0.8.5"))))
@@ -415,12 +419,12 @@ register(Variant("cut-cross-entropy", LOSS, f"{_IMPL}:cut_cross_entropy", chunke
                  devices=("cuda",),
                  devices_reason="Triton's interpreter cannot run them on a CPU, as they call libdevice (log1p in "
                                 "every log-sum-exp, tanh for a softcap), which it does not implement",
-                 requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy (or cebench[peers])"),)),
+                 requires=Requires(packages=(("cut_cross_entropy", "cut-cross-entropy"),)),
                  triton_kernels=True, kernel_matmuls=True, supports=frozenset({"softcap", "reduction"}),
                  peer=Peer(("cut_cross_entropy",), "cut-cross-entropy", ("25.1.1",))))
 register(Variant("hf-loss", LOSS, f"{_IMPL}:transformers_causal_lm_loss", chunked=False, compiled=False,
                  summary="transformers' own causal-LM loss: lm_head logits, ForCausalLMLoss (fp32 upcast)",
-                 requires=Requires(packages=(("transformers", "transformers (or cebench[hf])"),)), on_request=True,
+                 requires=Requires(packages=(("transformers", "transformers"),)), on_request=True,
                  supports=frozenset({"softcap"}), affine_in_rows=True))
 _TORCHTUNE = "cebench.losses.torchtune"
 register(Variant("torchtune", LOSS, f"{_TORCHTUNE}:chunked_output_loss", chunked=False, compiled=False,

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from cebench.core import targets
+from cebench.core import pins, targets
 from cebench.core.devices import Device
 from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_supported, pytree
 from cebench.predict.costs import INDUCTOR_KERNEL
@@ -81,7 +81,8 @@ def unsupported_reason(device: Device, sharded: bool = False, chunks: int = 1) -
         return (f"a compiled step is predicted for a CPU or CUDA target, not {device.kind}; measure it with "
                 "cebench sweep")
     if device.is_gpu and importlib.util.find_spec("triton") is None:
-        return "a GPU target's compiled step is written in Triton by inductor: pip install triton (no GPU needed)"
+        return ("a GPU target's compiled step is written in Triton by inductor (no GPU needed): "
+                f"{pins.install('triton')}")
     if device.card is not None and device.card.vendor != "nvidia":
         return f"{device.card.name}: inductor's code for ROCm is not modelled (its CUDA code is)"
     return None
