@@ -80,13 +80,18 @@ def list_models(wide: Wide = False) -> None:
     """List the preset models (Hugging Face config.json files shipped with cebench): model
     type, blocks, d_model, MLP width, attention heads / key-value heads, vocabulary, whether
     the head is tied to the embedding, the exact parameter count (a tied head once), and
-    where the numbers come from. A model is also named by a path to a config.json (llama,
+    where the numbers come from; and what each is predicted and measured as: cebench's own
+    decoder with fused SDPA attention (hf:<preset> is the transformers model instead, with
+    transformers' attention). A preset is also named by the Hugging Face id it cites
+    (meta-llama/Llama-3.1-8B). A model is also named by a path to a config.json (llama,
     mistral, qwen2, gemma2, gpt2) or by a user's build, path/to/file.py:build.
     """
     from cebench.models import presets
-    from cebench.render.listing import models_table
+    from cebench.render.listing import models_notes, models_table
 
     found = presets()
     print_table(models_table(found), wide)
+    for line in models_notes(found):
+        out.print(Text(line), highlight=False)
     for m in found:
         out.print(Text(f"{m.name}: {m.source}"), highlight=False, soft_wrap=True)

@@ -260,8 +260,9 @@ class Axis:
     line (`--retain-graph`), 'yes' when given. Grid rules as data: `requires` = (an axis, why)
     whose value must not be off for this one to be anything but off; `model_sets`: a model
     decides the value (giving it with `--model` is an error); `model_default`: a model's own
-    value (its attribute of the axis's name) unless the option is given; `without_model`: why
-    a value other than off cannot be used inside a model's step.
+    value (its attribute of the axis's name) unless the option is given (`model_help` says
+    so, after `help`, where the command takes --model); `without_model`: why a value other
+    than off cannot be used inside a model's step.
     """
 
     name: str
@@ -285,6 +286,7 @@ class Axis:
     requires: tuple[str, str] | None = None
     model_sets: bool = False
     model_default: bool = False
+    model_help: str = ""
     without_model: str = ""
 
     @property
@@ -380,8 +382,8 @@ AXES: tuple[Axis, ...] = (
          doc="share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed seed; the "
              "loss is the mean over the others", added=4, label="{:.0%} ignored", short="ign {:g}", verify="0.25"),
     Axis(name="softcap", type=float, role=Role.SEMANTICS, parse=parse_nonnegative, defaults={"*": "0"}, off=0.0,
-         help="Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: none. "
-              "With --model: the model's own (its config's final_logit_softcapping) unless given.",
+         help="Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: none.",
+         model_help="With --model: the model's own (its config's final_logit_softcapping) unless given.",
          one="Final-logit softcap c (logits → c·tanh(logits / c)); 0: none.",
          doc="final-logit softcap c: the loss sees c·tanh(logits / c); 0: none", added=5, keyword=True,
          label="softcap {:g}", short="cap {:g}", verify="2", model_default=True),
@@ -419,13 +421,14 @@ AXES: tuple[Axis, ...] = (
     # The model whose training step the loss runs in (its vocab and d_model are the model's), and that step's
     # optimizer and activation checkpointing; a loss alone has neither.
     Axis(name="model", type=str, role=Role.MODEL, parse=parse_models, defaults={"*": NO_MODEL}, off=NO_MODEL,
-         help="Models whose training step the loss runs in, comma-separated: a preset (cebench models), a Hugging "
+         help="Models whose training step the loss runs in, comma-separated: a preset (cebench models; or the "
+              "Hugging Face id it cites, as meta-llama/Llama-3.1-8B, case ignored), a Hugging "
               "Face config.json (cebench's decoder; :repeat-kv after it repeats grouped keys and values per query "
               "head, as torchtune's attention does), either after hf: (the transformers model itself; :no-dropout, "
               ":no-cache after it turn those off), or path/to/file.py:build / package.module:build; the model sets "
               "vocab and d_model.",
-         one="Model whose training step the loss runs in: a preset (cebench models), a config.json, either after "
-             "hf: (the transformers model), or file.py:build / package.module:build.",
+         one="Model whose training step the loss runs in: a preset (cebench models; or its Hugging Face id), a "
+             "config.json, either after hf: (the transformers model), or file.py:build / package.module:build.",
          doc="the model whose training step the loss ran in (a preset, a config.json path, either after `hf:`, or a "
              "build); `none`: the loss alone", added=6, metavar="MODEL", label=_file_name, short="{}"),
     Axis(name="optimizer", type=Optimizer, role=Role.MODEL, parse=choices(Optimizer), defaults={"*": "adamw"},

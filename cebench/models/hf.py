@@ -114,6 +114,21 @@ def build(hf: HF, n_layers: int, device: torch.device | str, dtype: torch.dtype 
     return Built(body, model.get_output_embeddings().weight)
 
 
+@functools.cache
+def attention(hf: HF) -> str:
+    """The attention implementation transformers picks for the model of `hf` (cebench asks for
+    none): 'sdpa' where the model supports it, else 'eager' (Gemma 2: its attention logit
+    softcap is not in sdpa), as `config._attn_implementation` of a block-less build on `meta`
+    says. On a real device that one runs; on `meta` an sdpa model runs the target's kernel by
+    name (above), an eager one its plain ops."""
+    import torch
+
+    transformers = _transformers()
+    with torch.device("meta"), _quiet(transformers):
+        model = transformers.AutoModelForCausalLM.from_config(_config(hf, 0))
+    return shim.attention_implementation(model.config)
+
+
 def _transformers() -> Any:
     try:
         import transformers

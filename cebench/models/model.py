@@ -7,7 +7,11 @@ Presets are Hugging Face `config.json` files shipped in `cebench/models/presets/
 published files' fields, less transformers' bookkeeping such as `transformers_version`);
 cebench builds its reference decoder (`cebench.models.decoder`) for them and for any
 config file, the `transformers` model itself for ``hf:`` (`cebench.models.hf`), and calls a
-user's `build()` (`cebench.models.contract`) for the rest.
+user's `build()` (`cebench.models.contract`) for the rest. A preset is also named by the
+Hugging Face id its config is from (`Preset.repo`, case ignored: ``meta-llama/Llama-3.1-8B``
+is ``llama-3.1-8b``); `resolve_model` names it by its preset name (`canonical_name`), so
+rows carry that. `Model.implementation` and `Model.attention` say what a model is predicted
+and measured as (`Model.modelled_as`: both in one line).
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ class Preset:
 
 
 HUB = "the Hub's count of the safetensors checkpoint"
+DECODER, TRANSFORMERS, USER_BUILD = "cebench decoder", "transformers", "user build"  # `Model.implementation`
 REPEAT_KV = "repeat-kv"  # after a preset or config.json: grouped keys and values repeated per query head
 PRESETS: dict[str, Preset] = {
     "gpt2": Preset("openai-community/gpt2", "124,439,808, transformers' GPT2LMHeadModel (GPT-2 small, '124M')"),
@@ -100,6 +105,46 @@ class Model:
     def softcap(self) -> float:
         return (self.spec.final_softcap if self.spec is not None else None) or 0.0
 
+    @property
+    def implementation(self) -> str:
+        """What runs its step: 'cebench decoder' (a preset or config.json: `cebench.models.decoder`),
+        'transformers' (``hf:``, `cebench.models.hf`) or 'user build'."""
+        if self.spec is None:
+            return USER_BUILD
+        return TRANSFORMERS if self.hf is not None else DECODER
+
+    @property
+    def attention(self) -> str:
+        """Its attention, in a few words. cebench's decoder: 'fused SDPA' (torch's
+        `scaled_dot_product_attention`, its kernel by the target's compute capability and dtype,
+        `cebench.models.attention`: flash in bf16/fp16 and memory-efficient in fp32 on every
+        named GPU, the CPU's flash kernel on a CPU; with attention dropout, as GPT-2's, a CPU
+        runs the math kernel, which materialises the scores), then what it leaves out or adds:
+        Gemma 2's attention logit softcap is not applied (no fused kernel has one), `:repeat-kv`
+        repeats keys and values per query head. transformers: the attention implementation it
+        picks for the config (cebench sets none: 'sdpa', or 'eager' where the model has no sdpa,
+        as Gemma 2, whose eager attention softcaps its materialised scores). A user's build:
+        'its own'."""
+        if self.spec is None:
+            return "its own"
+        cap = self.spec.attn_softcap
+        if self.hf is not None:
+            chosen = hf_mod.attention(self.hf)
+            return f"{chosen}, softcapped {cap:g}" if cap and chosen == "eager" else chosen
+        parts = ["fused SDPA" + (" (math on CPU: dropout)" if self.spec.attn_dropout else "")]
+        if self.spec.repeat_kv:
+            parts.append("k/v repeated per head")
+        if cap:
+            parts.append(f"softcap {cap:g} not applied")
+        return ", ".join(parts)
+
+    @property
+    def modelled_as(self) -> str:
+        """`implementation` and `attention` in one line: 'cebench decoder; attention: fused SDPA,
+        softcap 50 not applied' (gemma-2-2b), 'transformers; attention: eager, softcapped 50'
+        (hf:gemma-2-2b)."""
+        return f"{self.implementation}; attention: {self.attention}"
+
 
 def resolve_model(text: str) -> Model:
     """The model `text` names: a preset (PRESETS), a path to a Hugging Face config.json
@@ -107,7 +152,9 @@ def resolve_model(text: str) -> Model:
     or ``path/to/file.py:build`` / ``pkg.mod:build`` (imported, called and checked on meta).
     `UsageError` (param 'model') when it names nothing usable. Resolved once per process
     while the file it names stays as it was (a build's module, like any Python module, is
-    imported once per process)."""
+    imported once per process). A preset is named by its name or its Hugging Face id, case
+    ignored; the `Model`'s `name` is its canonical name (`canonical_name`)."""
+    text = canonical_name(text)
     name = hf_mod.split(text)[0] if text.startswith(hf_mod.PREFIX) else text
     file = Path(name if name.endswith(".json") or Path(name).is_file() else name.rpartition(":")[0])
     stamp = file.stat().st_mtime_ns if file.is_file() else None
@@ -138,9 +185,29 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
     if is_spec(text):
         built = _build(text, "meta", None)
         return Model(text, f"user build {text}", None, built.n_params, built.vocab, built.d_model)
-    raise UsageError(f"unknown model '{text}' (choose from {', '.join(PRESETS)}; or give path/to/config.json, "
+    example = next(iter(PRESETS.values())).repo
+    raise UsageError(f"unknown model '{text}' (choose from {', '.join(PRESETS)}, or a preset's Hugging Face id "
+                     f"as cebench models cites it, e.g. {example}; or give path/to/config.json, "
                      f"either after {hf_mod.PREFIX} for the transformers model, path/to/file.py:build or "
                      "package.module:build)", "model")
+
+
+def preset_name(text: str) -> str | None:
+    """The preset `text` names by its name or by its Hugging Face id (`Preset.repo`, the
+    repository its config.json is from), case ignored: 'Meta-Llama/Llama-3.1-8B' →
+    'llama-3.1-8b'; None when it names none."""
+    key = text.lower()
+    return next((name for name, p in PRESETS.items() if key in (name.lower(), p.repo.lower())), None)
+
+
+def canonical_name(text: str) -> str:
+    """A model name with its preset (`preset_name`) as `PRESETS` names it, the ``hf:`` before
+    it and the suffixes after it kept: 'hf:meta-llama/Llama-3.1-8B:no-cache' →
+    'hf:llama-3.1-8b:no-cache'; any other name as given."""
+    prefix = hf_mod.PREFIX if text.startswith(hf_mod.PREFIX) else ""
+    head, sep, suffixes = text[len(prefix):].partition(":")
+    name = preset_name(head)
+    return text if name is None else f"{prefix}{name}{sep}{suffixes}"
 
 
 def _decoder_name(text: str) -> tuple[str, bool]:

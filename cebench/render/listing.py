@@ -53,6 +53,18 @@ def families_table() -> Table:
     return table
 
 
+def models_notes(found: Sequence[Model]) -> list[str]:
+    """What each preset in `found` is predicted and measured as, one line each
+    (`Model.modelled_as`), then what ``hf:`` and a Hugging Face id name."""
+    lines = [f"{m.name}: {m.modelled_as}" for m in found]
+    lines.append("fused SDPA: torch's scaled_dot_product_attention, its kernel by the target: flash (bf16, fp16) or "
+                 "memory-efficient (fp32) on every named GPU, the CPU's flash kernel on a CPU. hf:<preset> is the "
+                 "transformers model of that preset instead, with the attention transformers picks: sdpa, or eager "
+                 "where the model has none (Gemma 2: softcapped, every block's scores materialised, so fewer "
+                 "sequences fit). A preset is also named by its Hugging Face id, as cited below (case ignored).")
+    return lines
+
+
 def models_table(found: Sequence[Model]) -> Table:
     """One row per preset model: its type, blocks, widths, heads, vocabulary, tied head and parameter count."""
     table = Table([Column("name", "model", right=False), Column("type", "type", right=False),

@@ -136,7 +136,8 @@ def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
 
 def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str],
                  models: list[str]) -> None:
-    """`_check_rules` with `models` in the grid: their vocab and d_model set in `values`."""
+    """`_check_rules` with `models` in the grid: their vocab and d_model set in `values`, and
+    the models by their canonical names (`cebench.models.model.canonical_name`)."""
     for axis in AXES:
         if axis.model_sets and given.get(axis.name) is not None:
             raise UsageError("is the model's own with --model (cebench models shows it)", axis.name)
@@ -147,6 +148,7 @@ def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
         if axis.without_model and any(not axis.is_off(v) for v in values[axis.name]):
             raise UsageError(axis.without_model, axis.name)
     resolved = [resolve_model(m) for m in models]
+    values["model"] = tuple(dict.fromkeys(m.name for m in resolved))  # a preset by its name, not its Hugging Face id
     builds = [m.name for m in resolved if m.spec is None]
     if builds and Checkpointing.BLOCKS in values["activation_checkpointing"]:
         raise UsageError(f"cebench checkpoints the blocks of a preset or config.json model; {builds[0]}'s body "
