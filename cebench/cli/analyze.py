@@ -24,7 +24,8 @@ LONG_TABLE = 20_000  # rows: a longer table earns a warning before it is built (
          short_help="Print the sweep table from a results CSV.")
 def show(
     csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False),
-    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, markdown, csv or json."),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", show_default=False,
+                            help="table, markdown, csv or json. Default: table."),
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
@@ -107,8 +108,8 @@ def check(
     csv: Path = typer.Argument(..., help="The results CSV to check: the new measurements.", show_default=False),
     baseline: Path = typer.Option(..., "--baseline", metavar="CSV", help="The results CSV to compare with.",
                                   show_default=False),
-    mem_tol: str = typer.Option("1%", "--mem-tol", metavar="PCT", help="Allowed growth of peak_delta_bytes: 1%, "
-                                                                       "0.5% or 1 (percent)."),
+    mem_tol: str = typer.Option("1%", "--mem-tol", metavar="PCT", show_default=False,
+                                help="Allowed growth of peak_delta_bytes: 1%, 0.5% or 1 (percent). Default: 1%."),
     time_tol: str = typer.Option(None, "--time-tol", metavar="PCT", help="Also gate on step time, allowing this "
                                                                          "growth of the median (percent) when "
                                                                          "significant. Default: not gated."),

@@ -42,9 +42,30 @@ def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> No
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
         text = getattr(param, "help", None)  # an option's (an argument has none)
-        if text:
-            loss = ", ".join(n for n in variants.names(LOSS) if not variants.get(n).compiles)
-            param.help = text.replace(VARIANTS, ", ".join(variants.names())).replace(LOSS_VARIANTS, loss)  # type: ignore[attr-defined]
+        if text:  # by name: not a user's `file.py:fn` resolved earlier in this process (given by its path)
+            named = [n for n in variants.names() if ":" not in n]
+            loss = ", ".join(n for n in variants.names(LOSS) if n in named and not variants.get(n).compiles)
+            param.help = text.replace(VARIANTS, ", ".join(named)).replace(LOSS_VARIANTS, loss)  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def _help_view(command: TyperCommand | TyperGroup, ctx: typer.Context) -> Iterator[None]:
+    """While `command`'s help is written: its help completed (`_complete_help`), and each
+    `--x/--no-x` pair named as one, '--isolate/--no-isolate', in the column of the options'
+    names. typer gives a pair's second name a column of its own, which the help texts' column
+    pays for; where the columns do not fit, rich narrows that one to the longest name's width
+    and then both alike: at 80 columns, sweep's help texts read 22 characters a line and words
+    and --activation-checkpointing were cut with '…'. The names are put back afterwards: click
+    parses with them."""
+    _complete_help(command, ctx)
+    pairs = [(p, p.opts, p.secondary_opts) for p in command.get_params(ctx) if getattr(p, "secondary_opts", None)]
+    for param, opts, secondary in pairs:
+        param.opts, param.secondary_opts = ["/".join([*opts, *secondary])], []
+    try:
+        yield
+    finally:
+        for param, opts, secondary in pairs:
+            param.opts, param.secondary_opts = opts, secondary
 
 
 WORD = 160  # characters: a longer word (an argument echoed) is shortened in the middle in error lines
@@ -172,8 +193,8 @@ class _Group(TyperGroup):
     `InputWarning` is one line on stderr, 'warning: …', as it is raised."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # click's Context and HelpFormatter
-        _complete_help(self, ctx)
-        return super().format_help(ctx, formatter)
+        with _help_view(self, ctx):
+            return super().format_help(ctx, formatter)
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -214,11 +235,11 @@ class _Group(TyperGroup):
 
 
 class _Command(TyperCommand):
-    """A command whose help is completed when it is shown (see `_complete_help`)."""
+    """A command whose help is completed when it is shown (see `_help_view`)."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:  # click's Context and HelpFormatter
-        _complete_help(self, ctx)
-        return super().format_help(ctx, formatter)
+        with _help_view(self, ctx):
+            return super().format_help(ctx, formatter)
 
 
 app = typer.Typer(

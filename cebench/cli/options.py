@@ -49,7 +49,8 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
                 axes.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                               annotation=Annotated[bool | None, option]))
                 continue
-            text = f"{axis.one if one else axis.help} {defaults.get(axis.name, axis.defaults_help())}"
+            model = f" {axis.model_help}" if axis.model_help and not one and "model" not in skip else ""
+            text = f"{axis.one if one else axis.help}{model} {defaults.get(axis.name, axis.defaults_help())}"
             option = typer.Option(axis.flag, metavar="VALUE" if one else axis.metavar, help=text,
                                   show_default=False)
             axes.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, default=None,
@@ -81,7 +82,9 @@ Workload = Annotated[str | None, typer.Option(
     metavar=LIST, help="Workloads, comma-separated: loss (forward + backward of the loss), sample (one no-grad "
                        "sampling call), logits (the loss of given N × vocab logits + backward, no projection: dense, "
                        "dense-compiled, liger-kernel). Default: loss.")]
-Temperature = Annotated[float, typer.Option(help="Sampling temperature of the sample workload (> 0).")]
+TEMPERATURE = 0.9  # the commands' default --temperature
+Temperature = Annotated[float, typer.Option(
+    show_default=False, help=f"Sampling temperature of the sample workload (> 0). Default: {TEMPERATURE:g}.")]
 Wide = Annotated[bool, typer.Option("--wide", help="Show every column, however wide the terminal.")]
 PointTimeout = Annotated[float | None, typer.Option(
     "--point-timeout", metavar="SECONDS", show_default=False,

@@ -10,6 +10,7 @@ import typer
 from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import (
     DEVICE_HELP,
+    TEMPERATURE,
     Columns,
     DeviceAlias,
     MemoryUnit,
@@ -87,7 +88,7 @@ def sweep(
     ctx: typer.Context,
     variant: VariantNames = None,
     workload: Workload = None,
-    temperature: Temperature = 0.9,
+    temperature: Temperature = TEMPERATURE,
     device: str = typer.Option(None, metavar="DEVICE", show_default=False, help=DEVICE_HELP),
     target: DeviceAlias = None,
     repeats: _Repeats = None,

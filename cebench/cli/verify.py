@@ -5,7 +5,16 @@ from __future__ import annotations
 import typer
 
 from cebench.cli.app import command, out, print_table
-from cebench.cli.options import DEVICE_HELP, Columns, DeviceAlias, Temperature, VariantNames, Wide, with_axes
+from cebench.cli.options import (
+    DEVICE_HELP,
+    TEMPERATURE,
+    Columns,
+    DeviceAlias,
+    Temperature,
+    VariantNames,
+    Wide,
+    with_axes,
+)
 from cebench.core import devices
 from cebench.core.axes import AXES, BY_NAME, SEMANTICS, VERIFIED
 from cebench.render.verify import (
@@ -31,10 +40,13 @@ def verify(
     variant: VariantNames = None,
     device: str = typer.Option(None, metavar="DEVICE", show_default=False, help=DEVICE_HELP),
     target: DeviceAlias = None,
-    temperature: Temperature = 0.9,
-    vocab: int = typer.Option(16, help="Vocabulary of the sampler test (≥ 2; small, so each token gets many draws)."),
-    draws: int = typer.Option(200_003, help="Draws per sampler (rows of h, cycling over 4 distinct hidden states)."),
-    ce_chunk: int = typer.Option(4096, "--ce-chunk", help="ce_chunk of the chunked sampler."),
+    temperature: Temperature = TEMPERATURE,
+    vocab: int = typer.Option(16, show_default=False, help="Vocabulary of the sampler test (≥ 2; small, so each "
+                                                          "token gets many draws). Default: 16."),
+    draws: int = typer.Option(200_003, show_default=False, help="Draws per sampler (rows of h, cycling over 4 "
+                                                                "distinct hidden states). Default: 200003."),
+    ce_chunk: int = typer.Option(4096, "--ce-chunk", show_default=False,
+                                 help="ce_chunk of the chunked sampler. Default: 4096."),
     details: bool = typer.Option(False, "--details", help="List every loss check, not only failures and skips."),
     wide: Wide = False,
     columns: Columns = None,
