@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from typer.testing import CliRunner, Result
 
 from cebench.cli import app
+from cebench.core.errors import InputWarning
 from cebench.render import plot as plotting
 from cebench.store.frame import load
 from conftest import fail, rewrite, sweep_csv
@@ -54,6 +55,12 @@ def coincide(single, tmp_path_factory) -> Path:
         chunked = frame["variant"] == "chunked"
         frame.loc[chunked, "peak_delta_bytes"] = frame.loc[chunked, "batch"].map(dense)
     return rewrite(single, tmp_path_factory.mktemp("coincide") / "coincide.csv", edit)
+
+
+@pytest.fixture(scope="module")
+def one_x(single, tmp_path_factory) -> Path:
+    """`single` at batch 1 alone: one value on the x axis, as the README's quick start writes."""
+    return rewrite(single, tmp_path_factory.mktemp("one_x") / "one_x.csv", lambda f: f[f["batch"] == "1"])
 
 
 @pytest.fixture
@@ -270,6 +277,35 @@ def test_failures_are_drawn_in_a_strip_above_the_data_axes(multi_oom, multi, dra
         assert sum(len(strips(ax)) for ax in data_axes(fig)) == 2, name  # the panels with a failure
     # Nothing failed: no strip.
     assert not [s for fig in draw(multi).values() for ax in data_axes(fig) for s in strips(ax)]
+
+
+def test_one_x_value_draws_markers_alone_and_says_how_to_get_a_curve(one_x, single, draw, tmp_path):
+    result = plot(one_x, "--out-dir", tmp_path / "one")
+    assert result.exit_code == 0, result.output
+    (note,) = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]  # once, not per figure
+    assert "batch takes one value (1)" in note and "--batch 1,2,4" in note and "--x" in note
+    with pytest.warns(InputWarning, match="batch takes one value"):
+        one = draw(one_x)
+    for name, fig in one.items():
+        if name == "memory-vs-time":
+            continue
+        legend = {t.get_text(): h for t, h in zip(fig.legends[0].get_texts(), fig.legends[0].legend_handles,
+                                                  strict=True)}
+        for label in ("dense", CHUNKED):  # the legend shows what was drawn: a marker, no line
+            assert legend[label].get_linestyle() == "None" and legend[label].get_marker() not in ("None", "", None)
+        (ax,) = data_axes(fig)
+        assert all(line.get_linestyle() == "None" for line in ax.lines if line.get_marker() in plotting._MARKERS)
+        # The references, one value each, are drawn as levels across the panel, not as invisible points.
+        references = [line for line in ax.lines if line.get_linestyle() in ("--", ":", "-.")]
+        assert references and all(list(line.get_xdata()) == [0, 1] for line in references), name
+    # Several x values: lines, as ever, and no note.
+    result = plot(single, "--out-dir", tmp_path / "several")
+    assert result.exit_code == 0 and "takes one value" not in result.stderr
+    fig = draw(single)["memory-vs-batch"]
+    legend = {t.get_text(): h for t, h in zip(fig.legends[0].get_texts(), fig.legends[0].legend_handles, strict=True)}
+    assert all(legend[label].get_linestyle() == "-" for label in ("dense", CHUNKED))
+    (ax,) = data_axes(fig)
+    assert len([line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata()) == 2]) == 2
 
 
 @pytest.mark.parametrize("batches,label", [

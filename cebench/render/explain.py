@@ -3,11 +3,12 @@ an `Explanation`), and a model's training step part by part (`anatomy_table`, fr
 `Anatomy`s)."""
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from cebench.core.axes import Compile
 from cebench.core.units import format_bytes, format_ms
-from cebench.render.table import Column, Table
+from cebench.render.table import Column, ColumnNote, Table
 
 if TYPE_CHECKING:
     from cebench.analyze.anatomy import Anatomy
@@ -67,14 +68,25 @@ def breakdown_table(e: Explanation, unit: str | None = None) -> Table:
     return table
 
 
-def anatomy_columns(timed: bool = False) -> list[Column]:
+def anatomy_columns(timed: bool = False, equal: Collection[str] = ()) -> list[Column]:
     """The columns of `anatomy_table`: the variant, the step peak, each part, where the peak
-    is, and (`timed`) the step's predicted time."""
+    is, and (`timed`) the step's predicted time. The parts in `equal` (the same bytes in every
+    row compared: nothing to tell the rows apart) are the first left out on a narrow terminal."""
     from cebench.analyze.anatomy import PARTS
 
     return [Column("variant", "variant", right=False), Column("peak", "step peak"),
-            *(Column(p, p, priority=1) for p in PARTS), Column("when", "peak in", right=False),
+            *(Column(p, p, priority=2 if p in equal else 1) for p in PARTS), Column("when", "peak in", right=False),
             *([Column("time", "pred. time")] if timed else [])]
+
+
+def equal_parts(anatomies: Sequence[Anatomy]) -> list[str]:
+    """The parts whose bytes are the same in every one of two anatomies or more ([] for one:
+    nothing compared)."""
+    from cebench.analyze.anatomy import PARTS
+
+    if len(anatomies) < 2:
+        return []
+    return [p for p in PARTS if len({a.parts[p] for a in anatomies}) == 1]
 
 
 def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
@@ -87,7 +99,8 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
     sharded = f" · FSDP ×{c.fsdp}, per rank" if c.sharded else ""
     sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
     timed = any(a.time_ms is not None for a in anatomies)
-    table = Table(anatomy_columns(timed), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
+    equal = equal_parts(anatomies)
+    table = Table(anatomy_columns(timed, equal), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
                                  f"{c.activation_checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
                                  f"{c.dtype} · {c.device} (predicted on meta)")
     for a in anatomies:
@@ -102,4 +115,6 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
     if timed:
         table.notes.append("pred. time: the whole step's predicted time on the target (the time model: a roofline over "
                            "the traced ops, calibrated on published rows; cebench targets)")
+    table.notes.append(ColumnNote(tuple((p, f"{p} {format_bytes(anatomies[0].parts[p], unit)}") for p in equal),
+                                  of_hidden=True, lead="left out, the same in every row: "))
     return table

@@ -15,7 +15,10 @@ has its own y scale, and the title says so when their maxima differ more than 2�
 `error` points are red crosses in a strip above their panel, off the data scale, never
 dropped. Lines that coincide (equal at every x both have) are told apart: their markers are
 shifted sideways a few points, a note "= <line>" in their colour ends them, and the legend
-says which lines they equal. A log x axis says so in its label.
+says which lines they equal. A log x axis says so in its label. Where x takes one value, each
+line is a single point: drawn, and shown in the legend, as markers alone, the references as
+levels across the panel and the time spread as a bar, with a note (`InputWarning`) naming x
+and how to get a curve.
 """
 from __future__ import annotations
 
@@ -67,6 +70,9 @@ BUDGET_STYLE: dict[str, Any] = dict(linestyle="--", color="tab:red", linewidth=1
 _FLOOR_STYLE: dict[str, Any] = dict(linestyle="-.", color="0.2", linewidth=1.3)
 _MEMORY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 _FAIL_STYLE: dict[str, Any] = dict(marker="x", color="red", markersize=9, markeredgewidth=2.2, linestyle="none")
+# The time figures' p25–p75 where x takes one value: a bar, not a band.
+_SPREAD_BAR = Line2D([], [], color="0.6", alpha=0.7, marker="|", markersize=14, markeredgewidth=6, linestyle="None",
+                     label="p25–p75 (bar)")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 # Lines closer than this fraction of the y axis's range at every shared x coincide.
 COINCIDE_TOLERANCE = 0.005
@@ -301,7 +307,7 @@ def _draw_line(ax: Axes, values: pd.Series, style: Style, shift: float) -> None:
         return
     ax.plot(xs, ys, **{**style, "marker": "None"})
     offset = ax.transData + ScaledTranslation(shift / 72, 0, ax.figure.dpi_scale_trans)
-    markers = {k: v for k, v in style.items() if k != "linewidth"}
+    markers = {k: v for k, v in style.items() if k not in ("linewidth", "linestyle")}
     ax.add_artist(Line2D(xs, ys, linestyle="none", transform=offset, **markers))  # add_artist: no data limits
 
 
@@ -432,6 +438,9 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
                    else memory_unit(max(frame["step_peak_bytes"].max(), budget or 0)))
     fig, axes = _figure(len(panels))
     xs = sorted(float(v) for v in frame[x].unique())
+    single = len(xs) == 1  # every line a single point: markers alone, references as levels across
+    if single:
+        styles = _markers_only(styles)
     equal: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     shown: dict[str, int] = defaultdict(int)
     tops = []
@@ -448,18 +457,20 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
             limit, limit_style = pd.Series(dtype=float), BOUND_STYLE
         elif memory:
             ref = rows.groupby(x)["logits_fp32_bytes"].first() / scale
-            ax.plot(ref.index.to_numpy(dtype=float), ref.to_numpy(dtype=float), **REFERENCE_STYLE)
+            _reference(ax, ref, REFERENCE_STYLE, single)
             reach.append(ref.max())
             limit, limit_style = rows.groupby(x)["lower_bound_bytes"].first() / scale, BOUND_STYLE
         else:
             for label, line in _ok_lines(rows, x).items():
-                ax.fill_between(line[x].to_numpy(dtype=float), line["time_ms_p25"].to_numpy(dtype=float),
-                                line["time_ms_p75"].to_numpy(dtype=float), color=styles[label]["color"],
-                                alpha=0.2, linewidth=0)
+                at, low, high = (line[c].to_numpy(dtype=float) for c in (x, "time_ms_p25", "time_ms_p75"))
+                if single:  # a band one x wide is not seen: a bar
+                    ax.vlines(at, low, high, color=styles[label]["color"], alpha=0.45, linewidth=6)
+                else:
+                    ax.fill_between(at, low, high, color=styles[label]["color"], alpha=0.2, linewidth=0)
                 reach.append(line["time_ms_p75"].max())
             limit, limit_style = rows.groupby(x)["matmul_floor_ms"].median().dropna(), _FLOOR_STYLE
         if len(limit):
-            ax.plot(limit.index.to_numpy(dtype=float), limit.to_numpy(dtype=float), **limit_style)
+            _reference(ax, limit, limit_style, single)
             reach.append(limit.max())
         top = 1.05 * max((r for r in reach if pd.notna(r)), default=0.0)
         follows = coinciding(lines, COINCIDE_TOLERANCE * top)
@@ -486,15 +497,47 @@ def _against_x(frame: pd.DataFrame, x: str, metric: str, styles: dict[str, Style
            f"one {frame['workload'].iloc[0]} step" if frame["workload"].nunique() == 1 else "one step")
     what = (f"Peak memory {one} adds (peak_delta_bytes) vs {x}" if memory
             else f"Peak of the whole training step (step_peak_bytes) vs {x}" if step
-            else f"Step time vs {x}: median, band p25–p75")
+            else f"Step time vs {x}: median, {'bar' if single else 'band'} p25–p75")
     _title(fig, what, frame, varying, x, "\n".join(filter(None, (_scales_note({"y": tops}), left_out))))
     extra: list[Line2D | Patch]
     extra = ([] if memory and modeled else [Line2D([], [], label=REFERENCE, **REFERENCE_STYLE)] if memory
              else [Line2D([], [], label=f"budget {format_bytes(budget)}", **BUDGET_STYLE)] if step and budget
-             else [] if step else [Patch(color="0.6", alpha=0.4, label="p25–p75")])
+             else [] if step else [_SPREAD_BAR if single else Patch(color="0.6", alpha=0.4, label="p25–p75")])
     extra += _limit_handles(frame, bound=memory and not modeled, floor=not memory and not step)
     _legend(fig, frame, styles, extra, _equal_names(equal, shown))
     return fig
+
+
+def _markers_only(styles: dict[str, Style]) -> dict[str, Style]:
+    """`styles` drawing markers and no line: where x takes one value a line is one point, and
+    the legend shows what was drawn."""
+    return {label: {**style, "linestyle": "None"} for label, style in styles.items()}
+
+
+def _reference(ax: Axes, values: pd.Series, style: Style, single: bool) -> None:
+    """A reference (`values` by x) as a line in `style`; with `single` (x takes one value,
+    where a line of one point would not be seen) its level across the panel."""
+    if single:
+        ax.axhline(float(values.iloc[0]), **style)
+    else:
+        ax.plot(values.index.to_numpy(dtype=float), values.to_numpy(dtype=float), **style)
+
+
+def _single_x_note(frame: pd.DataFrame, x: str) -> str:
+    """The note where `x` takes one value in `frame`: each line is one point, and how to get a
+    curve (a parameter that varies to put on --x, else a sweep over several values of x)."""
+    value = frame[x].dropna().iloc[0]
+    flag = AXES_BY_NAME[x].flag if x in AXES_BY_NAME else f"--{x.replace('_', '-')}"
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, float) and not value.is_integer():
+        more = f"{flag} with several values"
+    else:
+        n = int(value)
+        more = f"{flag} {','.join(map(str, (n // 2, n, 2 * n) if n > 1 else (1, 2, 4)))}"
+    others = [p for p in X_PARAMS if p != x and frame[p].nunique() > 1]
+    how = (f"plot against a parameter that varies with --x {others[0]}, or sweep several {x} values ({more})"
+           if others else f"sweep several values ({more}), or sweep another parameter and plot against it with --x")
+    return f"{x} takes one value ({text}): each line is a single point, drawn as markers; for a curve, {how}"
 
 
 def _limit_handles(frame: pd.DataFrame, bound: bool, floor: bool) -> list[Line2D]:
@@ -558,6 +601,8 @@ def figures(frame: pd.DataFrame, x: str | None = None, budget: int | None = None
     try:
         with warnings.catch_warnings(record=True) as said:  # panels left out: said once, not once per figure
             warnings.simplefilter("always", InputWarning)
+            if frame[x].nunique() == 1:
+                warnings.warn(InputWarning(_single_x_note(frame, x)), stacklevel=2)
             drawn[f"memory-vs-{x}"] = _against_x(frame, x, "peak_delta_bytes", styles)
             if frame["step_peak_bytes"].notna().any():
                 budget = budget or _capacity(frame)

@@ -31,13 +31,18 @@ class Column:
 @dataclass(frozen=True)
 class ColumnNote:
     """A note on some columns: (column key, text) parts, of which the parts of the columns
-    shown are printed, joined by '; ' (none shown: no note)."""
+    shown are printed, joined by '; ' (none shown: no note); with `of_hidden`, the parts of
+    the columns left out instead (what the reader would miss), after `lead`."""
 
     parts: tuple[tuple[str, str], ...]
+    of_hidden: bool = False
+    lead: str = ""
 
     def text(self, hidden: Sequence[str] = ()) -> str:
-        """The parts of the columns not `hidden`, joined ('' when none is left)."""
-        return "; ".join(text for key, text in self.parts if key not in hidden)
+        """The parts of the columns not `hidden` (`of_hidden`: those hidden), joined after
+        `lead` ('' when none is left)."""
+        picked = [text for key, text in self.parts if (key in hidden) == self.of_hidden]
+        return self.lead + "; ".join(picked) if picked else ""
 
 
 @dataclass
