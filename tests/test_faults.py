@@ -668,7 +668,7 @@ def test_a_figure_onto_a_full_disk_is_one_line_and_no_file(tmp_path, monkeypatch
     """The disk fills half way through a figure: one line, exit 2, nothing left in its folder."""
     import matplotlib.figure
 
-    csv_path = sweep_csv(tmp_path / "r.csv", "--batch", "1", "--context", "8") if command[0] == "plot" else ""
+    csv_path = sweep_csv(tmp_path / "r.csv", "--batch", "1,2", "--context", "8") if command[0] == "plot" else ""
     folder = tmp_path / "figures"
     folder.mkdir()
 

@@ -137,7 +137,7 @@ def test_liger_for_an_h100_at_the_llama_3_8b_head():
 
 
 def test_fit_answers_for_liger_in_a_model():
-    fitted = api.fit(variant="dense,liger-kernel", target="h100-80gb", model="llama-3.2-1b")
+    fitted = api.fit(variant="dense,liger-kernel", target="h100-80gb", model="llama-3.2-1b", context=2048)
     batches = {f.config.variant: f.batch for f in fitted.fits}
     assert not fitted.not_fitted and batches["liger-kernel"] > batches["dense"] > 0
 

@@ -65,10 +65,11 @@ def test_fit_on_a_named_gpu_needs_no_budget_and_counts_the_workspaces():
     fitted = fit(target="h100-80gb", variant="dense", vocab=128256, d_model=4096, context=128)
     capacity = devices.get("h100-80gb").capacity_bytes
     (f,) = fitted.fits
-    assert fitted.budget == capacity and 0 < f.batch and f.peak_bytes <= capacity
+    assert fitted.budget == capacity and fitted.limit == capacity * 19 // 20  # 5 % kept free by default
+    assert 0 < f.batch and f.peak_bytes <= fitted.limit
     at = predict_peak(replace(f.config, batch=f.batch))
     assert f.peak_bytes == at.peak_bytes and at.base_bytes >= 2 * 32 * MIB  # the two workspaces are in it
-    assert predict_peak(replace(f.config, batch=f.batch + 1)).peak_bytes > capacity
+    assert predict_peak(replace(f.config, batch=f.batch + 1)).peak_bytes > fitted.limit
 
 
 @pytest.mark.parametrize("variant,ce_chunk", [("dense", None), ("chunked", 32)])

@@ -9,6 +9,7 @@ from cebench.cli.app import command, err, out, print_table
 from cebench.cli.options import (
     FIT_POINT,
     TARGET_HELP,
+    TEMPERATURE,
     Columns,
     LossVariantNames,
     MemoryUnit,
@@ -20,6 +21,7 @@ from cebench.cli.options import (
     Workload,
     with_axes,
 )
+from cebench.commands.predict import HEADROOM
 from cebench.core import devices
 from cebench.run.grid import grid_params
 
@@ -32,7 +34,7 @@ def predict_command(
     ctx: typer.Context,
     variant: VariantNames = None,
     workload: Workload = None,
-    temperature: Temperature = 0.9,
+    temperature: Temperature = TEMPERATURE,
     target: str = Target,
     device: TargetAlias = None,
     out_path: Path = typer.Option(None, "--out", metavar="CSV", help="Also write the rows to this CSV (appended "
@@ -75,10 +77,16 @@ def fit_command(
     variant: LossVariantNames = None,
     target: str = Target,
     device: TargetAlias = None,
-    max_batch: int = typer.Option(4096, help="Largest batch searched (chunked predictions cost a dozen meta ops "
-                                             "per chunk)."),
+    max_batch: int = typer.Option(4096, show_default=False, help="Largest batch searched (chunked predictions cost "
+                                                                 "a dozen meta ops per chunk). Default: 4096."),
     measure: bool = typer.Option(False, "--measure", help="Confirm each answer with a real run on the target "
                                                           "device (which this machine must have)."),
+    headroom: str = typer.Option(HEADROOM, metavar="PERCENT", show_default=False,
+                                 help="Share of the budget kept free for what cebench does not count (the CUDA "
+                                      f"context, NCCL's buffers, fragmentation): 0%, 10%, ... Default: {HEADROOM}."),
+    out_path: Path = typer.Option(None, "--out", metavar="CSV", help="Also write each answer's predicted row (its "
+                                                                      "setting at its max batch) to this CSV, as "
+                                                                      "predict writes rows. Default: none."),
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Columns = None,
@@ -92,16 +100,20 @@ def fit_command(
     candidate on `meta` and returns the largest batch whose peak fits the budget. With
     --model, each --optimizer and --activation-checkpointing given is a group of its own
     (comma-separated: none,blocks). The row with the most tokens is highlighted (in each
-    group).
+    group). With --model and no --context, the context is the model's own longest
+    (max_position_embeddings). Every peak stays under the budget less --headroom.
     """
     from cebench import api
     from cebench.render.fit import fit_note, fit_table
 
     target = devices.one_name(target, device, "target", "device", "cuda")
     with out.status("searching…"):
-        fitted = api.fit(budget, target=target, max_batch=max_batch, measure=measure,
-                         point_timeout=point_timeout, **grid_params(ctx.params))
+        fitted = api.fit(budget, target=target, max_batch=max_batch, measure=measure, headroom=headroom,
+                         out=out_path, point_timeout=point_timeout, **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
     print_table(fit_table(fitted, unit), wide, columns)
     out.print(fit_note(fitted), highlight=False)
+    if out_path is not None:
+        written = sum(1 for f in fitted.fits if f.batch or f.unsupported)
+        out.print(f"{written} rows → {out_path}", highlight=False)

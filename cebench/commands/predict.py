@@ -3,9 +3,11 @@ predicted on meta tensors (`cebench.predict.points`), the rows or answers return
 here imports torch until a function runs; nothing prints."""
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,15 +66,26 @@ class Fitted:
     """`fit`'s answer: one `Fit` per variant and ce_chunk that could be predicted, and per
     value of each setting of a model's step (a point of settings that cannot be predicted
     together: `Fit.unsupported`, saying why), the measured row of each fitted batch (index
-    into `fits` → `Result`; with `measure`), the variants that could not be fitted (name →
-    why), the budget used (bytes), and with a model, the answer for the loss alone at the
-    model's vocab and d_model (index → `Fit`); on a named GPU, the `fastest` setting that fits."""
+    into `fits` → `Result`; with `measure`), the settings that could not be fitted (the
+    variant, with the step settings given several values → why), the budget (bytes) and the
+    share of it kept free (`headroom`, a fraction: every peak is at most `limit`), and with a
+    model, the answer for the loss alone at the model's vocab and d_model (index → `Fit`)
+    and where the context came from when it was not given (`context_from`); on a named GPU,
+    the `fastest` setting that fits."""
 
     fits: list[Fit]
     measured: Mapping[int, Result] = field(default_factory=dict)
     not_fitted: Mapping[str, str] = field(default_factory=dict)
     budget: int | None = None
     alone: Mapping[int, Fit] = field(default_factory=dict)
+    headroom: Fraction = Fraction(0)
+    context_from: str | None = None
+
+    @property
+    def limit(self) -> int | None:
+        """The bytes a peak may reach: the budget less its `headroom` share (left free for
+        what cebench does not count: the CUDA context, NCCL's buffers, fragmentation)."""
+        return None if self.budget is None else math.floor(self.budget * (1 - self.headroom))
 
     @property
     def fastest(self) -> int | None:
@@ -83,30 +96,46 @@ class Fitted:
         return max(timed, key=lambda i: self.fits[i].tokens_per_s or 0.0) if timed else None
 
 
+HEADROOM = "5%"  # `fit`'s default share of the budget kept free for what cebench does not count
+
+
 def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
-        point_timeout: float | None = None, **grid: Any) -> Fitted:
+        headroom: str | Fraction = HEADROOM, out: Path | str | None = None, point_timeout: float | None = None,
+        **grid: Any) -> Fitted:
     """The largest batch whose predicted absolute peak (inputs included; on a named GPU its
     cuBLAS workspaces too) fits `budget` (text as `--budget` takes it, '80GiB', or bytes,
-    refused below 1 MiB as `--budget 80` is; default: a named GPU's memory), per loss
-    variant (compiled ones only when named) and ce_chunk, at one context, vocab, d_model and dtype; with a `model`, the
-    peak of its whole training step (per value of each of its step's settings given,
-    `STEP_SETTINGS`: `activation_checkpointing="none,blocks"` answers for both), and the loss
-    alone's answer beside it (`alone`). With `measure`, each answer is also run once on
-    `target` (which this machine must have). A user's loss or build still running after
+    refused below 1 MiB as `--budget 80` is; default: a named GPU's memory) less `headroom`
+    (text as `--headroom` takes it, '5%', or a `Fraction` of the budget kept free), per loss
+    variant (compiled ones only when named) and ce_chunk, at one context, vocab, d_model and
+    dtype; with a `model`, the peak of its whole training step (per value of each of its
+    step's settings given, `STEP_SETTINGS`: `activation_checkpointing="none,blocks"` answers
+    for both; at the model's own longest context, `max_position_embeddings`, unless `context`
+    is given), and the loss alone's answer beside it (`alone`). With `measure`, each answer is
+    also run once on `target` (which this machine must have). With `out`, the predicted row of
+    each answer (its setting at its max batch; an unsupported one's row saying why) is
+    appended to that CSV, as `predict` writes rows. A user's loss or build still running after
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
+    share = arguments.tolerance(headroom, "headroom")
+    if share >= 1:
+        raise UsageError(f"'{headroom}' leaves nothing of the budget (give less than 100%)", "headroom")
+    path = None if out is None else arguments.path(out, "out")
     seconds = arguments.seconds(point_timeout)
     with time_limit(seconds):
         warn_user_code(GridOptions(**grid), seconds, "fit")
-        return _fit(arguments.budget(budget), arguments.name(target, "target"), arguments.count(max_batch, "max_batch"),
-                    measure, grid)
+        fitted = _fit(arguments.budget(budget), arguments.name(target, "target"),
+                      arguments.count(max_batch, "max_batch"), measure, share, path, grid)
+    return fitted
 
 
-def _fit(budget: int | None, target: str, max_batch: int, measure: bool, grid: dict[str, Any]) -> Fitted:
+def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroom: Fraction, out: Path | None,
+         grid: dict[str, Any]) -> Fitted:
     from cebench.core import devices
     from cebench.models.training import loss_alone
     from cebench.predict.fake_world import session
     from cebench.predict.points import fit as fit_point
+    from cebench.predict.points import predict as predict_point
     from cebench.predict.points import unpredictable
+    from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     device = devices.target(target, param="target").name
     if max_batch < 1:
@@ -118,6 +147,9 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, grid: d
                              "budget")
     if measure:
         devices.target(device, here=True, param="target")  # the target must be here to measure on it
+    if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
+        one_kind(read_rows(out, warn=False), predictions=True)
+    grid, context_from = _own_context(grid)
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
     if grid.get("variant") is None:  # compiled ones when named: each batch a fit asks of one compiles it again
@@ -128,31 +160,37 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, grid: d
         raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "
                          "than any machine holds", "max_batch")
     variants.smoke_test(candidates.variants, "cpu")
+    several = tuple(n for n in STEP_SETTINGS if len(getattr(candidates, n, ())) > 1)
+
+    def named(point: Config) -> str:  # the variant, and the step's settings that take several values
+        return " · ".join([point.variant, *(f"{n} {getattr(point, n)}" for n in several)])
+
     points, skipped = [], {}
     for point in candidates.expand():
         why = unpredictable(point)
         if why is None:
             points.append(point)
         else:
-            skipped[point.variant] = why
+            skipped[named(point)] = why
     if not points:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant here can be predicted ({name}: {why})", "variant")
     warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
+    limit = math.floor(budget * (1 - headroom))
     fits = []
     with session():  # the points' sharded steps share their fake world and models
         for point in points:
             try:
-                fits.append(fit_point(point, budget, max_batch))
+                fits.append(fit_point(point, limit, max_batch))
             except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
                 if not point.has_model:  # the loss alone was predicted at batch 1: this is no user's model
                     raise
-                skipped[point.variant] = describe(exc)
+                skipped[named(point)] = describe(exc)
     if not fits:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")
     losses = {i: loss_alone(f.config) for i, f in enumerate(fits) if f.config.has_model and not f.unsupported}
-    alone_fits = {c: fit_point(c, budget, max_batch) for c in set(losses.values())}  # one whatever the settings
+    alone_fits = {c: fit_point(c, limit, max_batch) for c in set(losses.values())}  # one whatever the settings
     alone = {i: alone_fits[c] for i, c in losses.items()}
     measured = {}
     if measure:  # in a fresh process per answer where the device isolates its points by default
@@ -167,7 +205,28 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, grid: d
         one = (isolated(child, settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
                else functools.partial(run, settings=settings))
         measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
-    return Fitted(fits, measured, skipped, budget, alone)
+    if out is not None:  # each answer's row as predict writes it; none for a setting of which no batch fits
+        with session(), ResultWriter(out) as writer:
+            for f in fits:
+                if f.batch or f.unsupported:
+                    writer.write(predict_point(replace(f.config, batch=max(f.batch, 1))))
+    return Fitted(fits, measured, skipped, budget, alone, headroom, context_from)
+
+
+def _own_context(grid: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """`grid` with a model's own longest context (its config's `max_position_embeddings`)
+    where a model is given without a context, and the words that say so (None: the
+    context was given, or there is no model; a user's build declares none and keeps the
+    default, which is said too)."""
+    from cebench.models.model import resolve_model
+
+    if grid.get("context") is not None or grid.get("model") in (None, ""):
+        return grid, None
+    model = resolve_model(str(grid["model"]))
+    if model.spec is None:
+        return grid, f"the default ({model.name} declares no length; --context sets one)"
+    return ({**grid, "context": str(model.spec.max_positions)},
+            f"{model.name}'s max_position_embeddings, its longest; --context sets another")
 
 
 META_CHUNKS = 100_000  # chunks of meta ops beyond which a prediction earns a warning before it starts (~1 min)
@@ -204,14 +263,14 @@ def warn_user_code(options: GridOptions, seconds: float | None, command: str) ->
     from cebench.core.guard import NO_LIMIT_S
     from cebench.losses.loader import is_spec
     from cebench.models.hf import PREFIX
-    from cebench.models.model import PRESETS
+    from cebench.models.model import preset_name
 
     if seconds is None or seconds <= POINT_TIMEOUT_S:
         return
     given = options.axes.get("model")
     heads = {m: m.rpartition(":")[0] for m in (split(given, "model") if given else ()) if is_spec(m)}
     builds = [m for m, head in heads.items()  # not a preset's, a config's or an hf: model's :suffix
-              if not m.startswith(PREFIX) and head not in PRESETS and not head.endswith(".json")]
+              if not m.startswith(PREFIX) and preset_name(head) is None and not head.endswith(".json")]
     users = [s for s in options.specs if is_spec(s)] + builds
     if not users:
         return

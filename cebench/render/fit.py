@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from cebench.commands.predict import Fitted
     from cebench.predict.points import Fit
 
-FASTEST = "◀ fastest"  # the row of the most predicted tokens per second within the budget
+FASTEST = "◀"  # marks the row of the most predicted tokens per second within the budget (the note names it)
 
 
 def setting_label(config: object, names: tuple[str, ...]) -> str:
@@ -48,17 +48,19 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
         groups.setdefault(setting_label(f.config, names), []).append(i)
     base = variants.baseline(LOSS)
     specs = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("batch", "max batch", 0), ("tokens", "tokens", 1),
-             ("peak_bytes", "predicted peak", 0), ("of_budget", "of budget", 2), ("vs_base", f"vs {base}", 1),
+             ("peak_bytes", "peak", 0), ("of_budget", "of budget", 0), ("vs_base", f"vs {base}", 1),
              ("predictions", "predictions", 3)]
     if alone:
-        specs[3:3] = [("alone", "loss alone", 0), ("alone_vs_base", f"alone vs {base}", 2)]
+        specs[3:3] = [("alone", "loss alone", 1), ("alone_vs_base", f"alone vs {base}", 2)]
     timed = fitted.fastest is not None
     if timed:
-        specs[5:5] = [("time", "pred. time", 1), ("tokens_per_s", "pred. tokens/s", 0)]
+        specs[5:5] = [("time", "time", 1), ("tokens_per_s", "tokens/s", 0)]
     if measured:
         specs.append(("measured", "measured peak", 0))
+    kept = (f" less {float(fitted.headroom):.0%} headroom: peaks ≤ {format_bytes(fitted.limit, unit)}"
+            if fitted.headroom else "")
     table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
-                  title=f"cebench fit · budget {format_bytes(budget, unit)} · target {fits[0].config.device}")
+                  title=f"cebench fit · budget {format_bytes(budget, unit)}{kept} · target {fits[0].config.device}")
     reasons: list[str] = []  # why each unsupported row is, numbered in the notes
     for label, members in groups.items():
         if names:
@@ -122,7 +124,11 @@ def fit_note(fitted: Fitted) -> str:
         sharded = any(f.config.sharded for f in fitted.fits)
         ranks = (", with FSDP one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
                  "max batch is per rank" if sharded else "")
-        inputs = (f"the whole training step of {c.model}: parameters, gradients, {optimizer} state, activations "
+        from cebench.models.model import resolve_model
+
+        modelled = resolve_model(c.model).modelled_as
+        inputs = (f"the whole training step of {c.model} ({modelled}): parameters, gradients, {optimizer} state, "
+                  "activations "
                   f"({checkpointing}), the loss{ranks}; loss alone: the loss step by itself at the same vocab and "
                   f"d_model, with {inputs}")
     time = ""
@@ -130,8 +136,16 @@ def fit_note(fitted: Fitted) -> str:
         best = fitted.fits[fitted.fastest]
         chunk = f"chunk {best.config.ce_chunk:,}" if best.config.ce_chunk else ""
         setting = " · ".join(filter(None, (best.config.variant, chunk, setting_label(best.config, varied(fitted)))))
-        time = (f" Fastest that fits: {setting} at batch {best.batch:,}, {best.tokens_per_s:,.0f} tokens/s predicted "
-                "(pred. time: the time model's step time at the max batch, a roofline over the traced ops calibrated "
-                "on published rows; cebench targets).")
-    return (f"context {c.context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
-            f"for {c.device} (peak includes {inputs}{workspaces}).{time}")
+        time = (f" {FASTEST} fastest that fits: {setting} at batch {best.batch:,}, {best.tokens_per_s:,.0f} tokens/s "
+                "predicted (time: the time model's step time at the max batch, a roofline over the traced ops "
+                "calibrated on published rows; cebench targets).")
+    context = f"context {c.context:,}" + (f" ({fitted.context_from})" if fitted.context_from else "")
+    kept = f"{float(fitted.headroom):.0%} of the budget" if fitted.headroom else "none of the budget (--headroom 0%)"
+    return (f"{context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
+            f"for {c.device} (peak includes {inputs}{workspaces}).{time} Not counted: {NOT_COUNTED}; "
+            f"{kept} is kept free for them (--headroom).")
+
+
+# What a predicted peak leaves out, for the line under `fit`'s table (README: "How each number is measured").
+NOT_COUNTED = ("the CUDA context and kernels (outside the caching allocator), NCCL's own buffers, the allocator's "
+               "fragmentation (reserved above allocated), other processes on the GPU")
