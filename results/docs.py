@@ -60,7 +60,7 @@ FIGURES = (
 )
 # Blocks whose commands take minutes (a sweep with every compiled variant, verify's whole matrix): `make docs`
 # regenerates them, `tests/test_docs.py` does not run them again.
-SLOW = frozenset({"default-sweep", "limits-batch8", "verify-parity"})
+SLOW = frozenset({"default-sweep", "limits-batch8", "verify-parity", "recipe-8b"})
 # Scripts that regenerate generated tables of the READMEs (results/blocks.py splices them).
 SCRIPTS = ("results/model_findings.py", "results/findings.py", "results/judge_time.py --summary --readme")
 

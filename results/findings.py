@@ -7,8 +7,10 @@ as written, and how long that command takes.
     .venv/bin/python results/findings.py --readme F # the rows of F (a copy, say) rather than README.md
     .venv/bin/python results/findings.py --runs     # run every command, fail only where one breaks
 
-A row is `| finding | printed | reproduce | time |`. Its reproduce cell names one command in
-backticks; each figure in backticks in its printed cell is what that command prints, word for
+A row of README.md's table is `| finding | reproduce | time |`, one of results/README.md's
+evidence table (`EVIDENCE`) `| finding | printed | reproduce |`. Its reproduce cell names one
+command in backticks; each figure in backticks in its printed cell (in README.md, the finding
+itself, which writes names of code without backticks) is what that command prints, word for
 word at 80 columns (whitespace aside). Each command is run here as a reader runs it: a fresh
 process from the repository root (`cebench` as `python -m cebench`, anything else, `make
 test`, through the shell), cold, at 80 columns; its wall time goes in the row's time cell.
@@ -43,6 +45,7 @@ from blocks import splice  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SECTION = "## What cebench found"
+EVIDENCE = ROOT / "results" / "README.md"  # its section of the same name quotes more of each command's output
 WIDTH = 80
 PENDING = "–"  # a time not yet measured
 SPAN = re.compile(r"`([^`]+)`")
@@ -95,7 +98,8 @@ IN_SUITE = (
 
 @dataclass(frozen=True)
 class Row:
-    """One row of the findings table: its line in the README and its cells."""
+    """One row of a findings table: its line and its cells (`printed`: the finding itself where
+    the table has no such column; `time`: empty where it has none)."""
 
     line: str
     finding: str
@@ -118,18 +122,30 @@ class Row:
         return [m[1] for m in SPAN.finditer(self.printed) if m.start(1) not in times]
 
 
+COLUMNS = ("finding", "printed", "reproduce", "time")
+
+
 def rows(text: str) -> list[Row]:
-    """The rows of the findings table in the README `text`."""
+    """The rows of the findings table in the section `SECTION` of `text` (a README), its cells
+    named by its header (`COLUMNS`; finding and reproduce always)."""
     section = text[text.index(SECTION):]
-    section = section[:section.index("\n## ", 1)]
-    found = []
+    section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    found: list[Row] = []
+    names: list[str] = []
     for line in section.splitlines():
-        if not line.startswith("| ") or line.startswith(("| finding ", "| ---")):
+        if not line.startswith("| ") or line.startswith("| ---"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if len(cells) != 4:
-            raise ValueError(f"a findings row has four cells (finding, printed, reproduce, time): {line}")
-        found.append(Row(line, *cells))
+        if not names:
+            names = cells
+            if not {"finding", "reproduce"} <= set(names) <= set(COLUMNS):
+                raise ValueError(f"a findings table's header names {', '.join(COLUMNS)}: {line}")
+            continue
+        if len(cells) != len(names):
+            raise ValueError(f"a findings row has {len(names)} cells ({', '.join(names)}): {line}")
+        named = dict(zip(names, cells, strict=True))
+        found.append(Row(line, named["finding"], named.get("printed", named["finding"]), named["reproduce"],
+                         named.get("time", "")))
     return found
 
 
@@ -253,11 +269,14 @@ def main(argv: list[str]) -> int:
     if "--runs" in argv:
         return runs(text)
     failures, times, figures = [], {}, {}
-    for row in rows(text):
-        print(f"$ {row.command}", file=sys.stderr, flush=True)
-        output, seconds = run(row.command)
-        times[row.line] = seconds
-        print(f"  {seconds_text(seconds)}", file=sys.stderr)
+    outputs: dict[str, str] = {}
+    evidence = rows(EVIDENCE.read_text()) if readme == README else []
+    for row in rows(text) + evidence:
+        if row.command not in outputs:
+            print(f"$ {row.command}", file=sys.stderr, flush=True)
+            outputs[row.command], times[row.command] = run(row.command)
+            print(f"  {seconds_text(times[row.command])}", file=sys.stderr)
+        output = outputs[row.command]
         failures += [f"{row.command}: does not print {f!r}" for f in missing(row, output)]
         for timed, _ in row.timed():
             try:
@@ -284,7 +303,7 @@ def main(argv: list[str]) -> int:
             found = re.search(timed.pattern, printed)
             assert found is not None
             printed = printed[:found.start(1)] + figures[(row.line, timed.pattern)] + printed[found.end(1):]
-        line = f"| {row.finding} | {printed} | {row.reproduce} | {seconds_text(times[row.line])} |"
+        line = f"| {printed} | {row.reproduce} | {seconds_text(times[row.command])} |"
         text = text.replace(row.line, line, 1)
     text = INLINE_TIME.sub(lambda m: f"<!-- time:{m['slug']} -->{seconds_text(inline[m['slug']])}<!-- /time -->",
                            text)

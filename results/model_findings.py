@@ -25,7 +25,6 @@ from blocks import splice  # noqa: E402
 
 from cebench import api  # noqa: E402
 from cebench.analyze.compare import loss_share  # noqa: E402
-from cebench.core import devices  # noqa: E402
 from cebench.core.units import format_bytes, format_ms  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +42,13 @@ def chunk(config: object) -> str:
     return "" if config.ce_chunk is None else f"{config.ce_chunk:,}"
 
 
+def within(fitted: api.Fitted) -> str:
+    """'its 79.2 GiB less 5% headroom: 75.2 GiB', the bytes `fit` let a peak reach."""
+    assert fitted.budget is not None and fitted.limit is not None
+    return (f"its {format_bytes(fitted.budget)} less {float(fitted.headroom):.0%} headroom: "
+            f"{format_bytes(fitted.limit)}")
+
+
 def fit_block() -> str:
     lines = ["| model | activation checkpointing | loss | ce_chunk | batch in the model's step | loss alone |",
              "|---|---|---|---:|---:|---:|"]
@@ -56,8 +62,7 @@ def fit_block() -> str:
                              f"({format_bytes(f.peak_bytes)}) | {'≥ ' * alone.at_limit}{alone.batch:,} |")
             lines += [f"| {model} | {checkpointing} | {name} | | not fitted: {why} | |"
                       for name, why in fitted.not_fitted.items()]
-    capacity = devices.get(TARGET).capacity_bytes
-    return "\n".join(lines) + (f"\n\nPredicted for {TARGET} (the whole step within its {format_bytes(capacity)}), "
+    return "\n".join(lines) + (f"\n\nPredicted for {TARGET} (the whole step within {within(fitted)}), "
                                f"bf16, context {CONTEXT}, AdamW; in parentheses the step's peak; loss alone: the "
                                f"loss's own step at the model's vocab and d_model, searched up to batch "
                                f"{MAX_BATCH:,}.")
@@ -78,8 +83,8 @@ def fsdp_block(model: str = "llama-3.1-8b", ranks: int = 8) -> str:
             share = "–" if value is None else f"{value:.0%}"
         cells.setdefault((c.variant, chunk(c)), []).extend([f"{f.batch:,} ({format_bytes(f.peak_bytes)})", share])
     lines += [f"| {variant} | {size} | {' | '.join(answer)} |" for (variant, size), answer in cells.items()]
-    return "\n".join(lines) + (f"\n\nPredicted for {TARGET} ({format_bytes(devices.get(TARGET).capacity_bytes)} "
-                               f"each), {model}, bf16, context {CONTEXT}, AdamW, every block checkpointed; FSDP2 on "
+    return "\n".join(lines) + (f"\n\nPredicted for {TARGET} (each within {within(fitted)}), {model}, bf16, "
+                               f"context {CONTEXT}, AdamW, every block checkpointed; FSDP2 on "
                                f"each block and the root, rank 0's peak; in parentheses the peak; loss's share: "
                                f"(step peak − the same step's with a stand-in loss) / step peak at that batch.")
 

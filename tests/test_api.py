@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def readme_example() -> str:
-    section = README.read_text().split("## Python API", 1)[1]
+    section = README.read_text().split("## Your own loss, and the CI gate", 1)[1]
     return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
 
 

@@ -160,9 +160,9 @@ def test_an_entry_point_variant_is_listed_and_swept(registry, tmp_path, monkeypa
 
 def readme_gate() -> list[list[str]]:
     """The commands of the README's CI gate recipe (its first sh block), each as argv."""
-    section = README.read_text().split("\n## The CI gate\n", 1)[1].split("\n## ", 1)[0]
+    section = README.read_text().split("\n## Your own loss, and the CI gate\n", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert block, "README.md: ## The CI gate has no sh block"
+    assert block, "README.md: ## Your own loss, and the CI gate has no sh block"
     return [words for line in block[1].replace("\\\n", " ").splitlines() if (words := shlex.split(line, comments=True))]
 
 
