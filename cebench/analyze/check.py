@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -34,15 +33,6 @@ TIME = "time_ms_median"
 STATUS = "status"
 
 Key = dict[str, str | int | float | None]  # a point's configuration: KEY_COLUMNS → value
-
-
-def parse_tolerance(text: str, param: str) -> Fraction:
-    """'1%', '1' or '0.5%' (a percentage) → the fraction 1/100, 1/100, 1/200. Exact, so a
-    growth of exactly the tolerance is told apart from one a byte above it."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%?\s*", text)
-    if not match:
-        raise UsageError(f"'{text}' is not a percentage (examples: 1%, 0.5%, 10)", param)
-    return Fraction(match.group(1)) / 100
 
 
 @dataclass(frozen=True)

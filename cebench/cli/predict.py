@@ -53,14 +53,14 @@ def predict_command(
     card, written without one). The rows have the sweep's columns with mem_method =
     predicted and no time.
     """
-    import torch
-
     from cebench import api
-    from cebench.render.report import results_table
-    from cebench.store.frame import to_frame
 
     target = devices.one_name(target, device, "target", "device", "cuda")
     rows = api.predict(target=target, out=out_path, point_timeout=point_timeout, **grid_params(ctx.params))
+    import torch  # torch and pandas after the arguments are checked: a usage error is one line at once
+
+    from cebench.render.report import results_table
+    from cebench.store.frame import to_frame
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
     print_table(results_table(to_frame(rows), title=title, unit=unit), wide, columns)
     if out_path is not None:

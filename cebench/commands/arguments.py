@@ -63,13 +63,13 @@ def budget(value: object, param: str = "budget") -> int | None:
 
 def tolerance(value: object, param: str) -> Fraction:
     """A tolerance: text as `--mem-tol` takes it ('1%', '0.5'; a percentage) or a `Fraction`."""
-    from cebench.analyze.check import parse_tolerance
+    from cebench.core.units import parse_percent
 
     if isinstance(value, Fraction):
         return value
     if not isinstance(value, str):
         raise UsageError(f"must be text such as '1%' or a Fraction, not {_kind(value)}", param)
-    return parse_tolerance(value, param)
+    return parse_percent(value, param)
 
 
 def results(value: object, param: str) -> pd.DataFrame:

@@ -36,9 +36,6 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     Also appended to the CSV `out` when given. A user's loss or build still running after
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
     from cebench.core import devices
-    from cebench.predict.fake_world import session
-    from cebench.predict.points import predict as predict_point
-    from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     device = devices.target(arguments.name(target, "target"), param="target").name
     out = None if out is None else arguments.path(out, "out")
@@ -47,6 +44,10 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
         options = GridOptions(**grid)
         warn_user_code(options, seconds, "predict")
         points = options.grid(device)
+        # torch and pandas, once the arguments are checked: a usage error is one line at once
+        from cebench.predict.fake_world import session
+        from cebench.predict.points import predict as predict_point
+        from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
         if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
             one_kind(read_rows(out, warn=False), predictions=True)  # and one of measurements
         variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
@@ -130,12 +131,6 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
 def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroom: Fraction, out: Path | None,
          grid: dict[str, Any]) -> Fitted:
     from cebench.core import devices
-    from cebench.models.training import loss_alone
-    from cebench.predict.fake_world import session
-    from cebench.predict.points import fit as fit_point
-    from cebench.predict.points import predict as predict_point
-    from cebench.predict.points import unpredictable
-    from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     device = devices.target(target, param="target").name
     if max_batch < 1:
@@ -147,11 +142,19 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
                              "budget")
     if measure:
         devices.target(device, here=True, param="target")  # the target must be here to measure on it
-    if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
-        one_kind(read_rows(out, warn=False), predictions=True)
     grid, context_from = _own_context(grid)
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
+    # torch and pandas, once the arguments are checked: a usage error is one line at once
+    from cebench.models.training import loss_alone
+    from cebench.predict.fake_world import session
+    from cebench.predict.points import fit as fit_point
+    from cebench.predict.points import predict as predict_point
+    from cebench.predict.points import unpredictable
+    from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
+
+    if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
+        one_kind(read_rows(out, warn=False), predictions=True)
     if grid.get("variant") is None:  # compiled ones when named: each batch a fit asks of one compiles it again
         candidates = replace(candidates, variants=tuple(n for n in candidates.variants
                                                         if not variants.get(n).compiles))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from cebench.core.errors import UsageError
 
@@ -112,3 +113,12 @@ def parse_bytes(text: str, param: str | None = None) -> int:
         raise UsageError(f"'{text.strip()}' would be {int(value):,} bytes: give a unit ({text.strip()}GiB, "
                          f"{text.strip()}GB, {text.strip()}MiB; B for bytes)", param)
     return int(value)
+
+
+def parse_percent(text: str, param: str) -> Fraction:
+    """'1%', '1' or '0.5%' (a percentage) → the fraction 1/100, 1/100, 1/200. Exact, so a
+    growth of exactly a tolerance is told apart from one a byte above it."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%?\s*", text)
+    if not match:
+        raise UsageError(f"'{text}' is not a percentage (examples: 1%, 0.5%, 10)", param)
+    return Fraction(match.group(1)) / 100
