@@ -70,3 +70,16 @@ def test_a_column_note_of_the_columns_left_out():
     note = ColumnNote((("a", "a 1 B"), ("b", "b 2 B")), of_hidden=True, lead="left out: ")
     assert note.text(["b"]) == "left out: b 2 B" and note.text([]) == ""
     assert ColumnNote((("a", "a"), ("b", "b"))).text(["b"]) == "a"  # as ever: the columns shown
+
+
+def test_one_loss_at_a_narrow_width_shows_its_largest_parts(model, at_width):
+    """With one loss nothing is compared: the parts kept are the largest at its peak."""
+    (anatomy,) = api.explain(device="cpu", model=model, **{**GRID, "variant": "dense"}).anatomies
+    result = at_width([a for a in argv(model) if not a.startswith("--variant")] + ["--variant", "dense"], 60)
+    shown = [p for p in PARTS if re.search(rf"(^|  ){re.escape(p)}(  |$)", header(result.stdout))]
+    assert shown, result.stdout
+    hidden = [p for p in PARTS if p not in shown]
+    assert hidden, result.stdout  # 60 columns are too few for every part
+    assert max(PARTS, key=lambda p: anatomy.parts[p]) in shown  # the loss here: dense holds the peak
+    if any(anatomy.parts[p] for p in hidden):  # a part with bytes left out: every empty one is out before it
+        assert not [p for p in shown if not anatomy.parts[p]], shown

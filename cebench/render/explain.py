@@ -68,14 +68,22 @@ def breakdown_table(e: Explanation, unit: str | None = None) -> Table:
     return table
 
 
-def anatomy_columns(timed: bool = False, equal: Collection[str] = ()) -> list[Column]:
+def anatomy_columns(timed: bool = False, equal: Collection[str] = (), largest: Sequence[int] = ()) -> list[Column]:
     """The columns of `anatomy_table`: the variant, the step peak, each part, where the peak
-    is, and (`timed`) the step's predicted time. The parts in `equal` (the same bytes in every
-    row compared: nothing to tell the rows apart) are the first left out on a narrow terminal."""
+    is, and (`timed`) the step's predicted time. On a narrow terminal the parts in `equal` (the
+    same bytes in every row compared: nothing to tell the rows apart) are the first left out,
+    then the others from the smallest: `largest` holds each part's most bytes in any row, in
+    `PARTS` order (none given: in that order)."""
     from cebench.analyze.anatomy import PARTS
 
+    sizes = dict(zip(PARTS, largest, strict=True)) if largest else {}
+    order = sorted((p for p in PARTS if p not in equal), key=lambda p: -sizes.get(p, 0))
+
+    def priority(part: str) -> int:  # 1 is kept longest; higher numbers are dropped first
+        return 1 + len(PARTS) + 1 if part in equal else 1 + order.index(part)
+
     return [Column("variant", "variant", right=False), Column("peak", "step peak"),
-            *(Column(p, p, priority=2 if p in equal else 1) for p in PARTS), Column("when", "peak in", right=False),
+            *(Column(p, p, priority=priority(p)) for p in PARTS), Column("when", "peak in", right=False),
             *([Column("time", "pred. time")] if timed else [])]
 
 
@@ -100,9 +108,10 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
     sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
     timed = any(a.time_ms is not None for a in anatomies)
     equal = equal_parts(anatomies)
-    table = Table(anatomy_columns(timed, equal), title=f"cebench explain · {c.model} · {c.optimizer} · checkpointing "
-                                 f"{c.activation_checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
-                                 f"{c.dtype} · {c.device} (predicted on meta)")
+    largest = [max(a.parts[p] for a in anatomies) for p in PARTS]
+    title = (f"cebench explain · {c.model} · {c.optimizer} · checkpointing {c.activation_checkpointing}{sharded} · "
+             f"batch {c.batch} × context {c.context} · {c.dtype} · {c.device} (predicted on meta)")
+    table = Table(anatomy_columns(timed, equal, largest), title=title)
     for a in anatomies:
         table.add_row(label(a), format_bytes(a.peak_bytes, unit), *(format_bytes(a.parts[p], unit) for p in PARTS),
                       a.when, *([format_ms(a.time_ms) if a.time_ms is not None else "–"] if timed else []))
