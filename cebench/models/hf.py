@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from cebench.core import pins
 from cebench.core.errors import UsageError
 from cebench.core.patched import resolve
 from cebench.predict.shims import transformers as shim
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 PREFIX = "hf:"
 NO_DROPOUT, NO_CACHE = "no-dropout", "no-cache"
-PIP = "pip install 'cebench[hf]' (or transformers)"
+PIP = pins.install("transformers")  # the release make install installs (it needs no torch of its own)
 
 
 @dataclass(frozen=True)
