@@ -115,5 +115,4 @@ def fit_command(
     print_table(fit_table(fitted, unit), wide, columns)
     out.print(fit_note(fitted), highlight=False)
     if out_path is not None:
-        written = sum(1 for f in fitted.fits if f.batch or f.unsupported)
-        out.print(f"{written} rows → {out_path}", highlight=False)
+        out.print(f"{sum(f.answered for f in fitted.fits)} rows → {out_path}", highlight=False)

@@ -84,9 +84,8 @@ class Fitted:
 
     @property
     def limit(self) -> int | None:
-        """The bytes a peak may reach: the budget less its `headroom` share (left free for
-        what cebench does not count: the CUDA context, NCCL's buffers, fragmentation)."""
-        return None if self.budget is None else math.floor(self.budget * (1 - self.headroom))
+        """The bytes a peak may reach (`peak_limit`): the budget less its `headroom` share."""
+        return None if self.budget is None else peak_limit(self.budget, self.headroom)
 
     @property
     def fastest(self) -> int | None:
@@ -98,6 +97,12 @@ class Fitted:
 
 
 HEADROOM = "5%"  # `fit`'s default share of the budget kept free for what cebench does not count
+
+
+def peak_limit(budget: int, headroom: Fraction) -> int:
+    """The bytes a peak may reach within `budget` when the `headroom` share of it is kept free
+    (for what cebench does not count: the CUDA context, NCCL's buffers, fragmentation)."""
+    return math.floor(budget * (1 - headroom))
 
 
 def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int = 4096, measure: bool = False,
@@ -123,9 +128,8 @@ def fit(budget: int | str | None = None, *, target: str = "cuda", max_batch: int
     seconds = arguments.seconds(point_timeout)
     with time_limit(seconds):
         warn_user_code(GridOptions(**grid), seconds, "fit")
-        fitted = _fit(arguments.budget(budget), arguments.name(target, "target"),
-                      arguments.count(max_batch, "max_batch"), measure, share, path, grid)
-    return fitted
+        return _fit(arguments.budget(budget), arguments.name(target, "target"),
+                    arguments.count(max_batch, "max_batch"), measure, share, path, grid)
 
 
 def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroom: Fraction, out: Path | None,
@@ -179,21 +183,23 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant here can be predicted ({name}: {why})", "variant")
     warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
-    limit = math.floor(budget * (1 - headroom))
+    within = peak_limit(budget, headroom)
     fits = []
     with session():  # the points' sharded steps share their fake world and models
         for point in points:
             try:
-                fits.append(fit_point(point, limit, max_batch))
+                fits.append(fit_point(point, within, max_batch))
             except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
                 if not point.has_model:  # the loss alone was predicted at batch 1: this is no user's model
                     raise
                 skipped[named(point)] = describe(exc)
+        # each answer's row as predict writes it, in the same world
+        rows = [predict_point(replace(f.config, batch=max(f.batch, 1))) for f in fits if f.answered] if out else []
     if not fits:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant can be predicted in this model's step ({name}: {why})", "model")
     losses = {i: loss_alone(f.config) for i, f in enumerate(fits) if f.config.has_model and not f.unsupported}
-    alone_fits = {c: fit_point(c, limit, max_batch) for c in set(losses.values())}  # one whatever the settings
+    alone_fits = {c: fit_point(c, within, max_batch) for c in set(losses.values())}  # one whatever the settings
     alone = {i: alone_fits[c] for i, c in losses.items()}
     measured = {}
     if measure:  # in a fresh process per answer where the device isolates its points by default
@@ -208,11 +214,10 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
         one = (isolated(child, settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
                else functools.partial(run, settings=settings))
         measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
-    if out is not None:  # each answer's row as predict writes it; none for a setting of which no batch fits
-        with session(), ResultWriter(out) as writer:
-            for f in fits:
-                if f.batch or f.unsupported:
-                    writer.write(predict_point(replace(f.config, batch=max(f.batch, 1))))
+    if out is not None:
+        with ResultWriter(out) as writer:
+            for row in rows:
+                writer.write(row)
     return Fitted(fits, measured, skipped, budget, alone, headroom, context_from)
 
 

@@ -155,6 +155,12 @@ class Fit:
         return self.batch * self.config.context
 
     @property
+    def answered(self) -> bool:
+        """A batch fits, or the point cannot be predicted (saying why): what `fit --out` writes a
+        row for (none where not one sequence fits)."""
+        return bool(self.batch or self.unsupported)
+
+    @property
     def tokens_per_s(self) -> float | None:
         """Non-padding tokens per second at the fitted batch (None without a predicted time)."""
         if self.time_ms is None or not self.batch:
