@@ -188,3 +188,38 @@ def test_a_sharded_sweep_inside_a_process_group_is_refused(model, tmp_path):
             api.Sweep(api.GridOptions(model=model, variant="dense", fsdp=2), device="cpu", out=tmp_path / "x.csv")
     finally:
         dist.destroy_process_group()
+
+
+TIED_BUILD = '''
+import torch
+from torch import nn
+
+
+class Body(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(300, 64)
+        self.layers = nn.ModuleList(nn.Linear(64, 64) for _ in range(2))
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for layer in self.layers:
+            h = torch.relu(layer(h))
+        return h
+
+
+def build():
+    body = Body()
+    return body, body.embed.weight
+'''
+
+
+def test_a_users_build_with_a_tied_head_over_two_ranks_is_predicted_as_measured(tmp_path):
+    """A user's build whose head is its embedding's weight: predicted over a fake world of 2 (it failed as "Couldn't
+    swap Embedding.weight": a no-op `to` of fake parameters swapped them) to the byte of 2 gloo ranks."""
+    (tmp_path / "tied.py").write_text(TIED_BUILD)
+    grid = {"model": f"{tmp_path / 'tied.py'}:build", "variant": "dense", "batch": 1, "context": 8, "fsdp": 2}
+    (m,) = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "tied.csv", **grid)
+    (p,) = api.predict(target="cpu", **grid)
+    assert m.status == p.status == "ok", (m.error, p.error)
+    assert (m.step_peak_bytes, m.body_peak_bytes) == (p.step_peak_bytes, p.body_peak_bytes) == (505_756, 450_728)

@@ -33,6 +33,7 @@ from cebench.models.spec import ModelSpec, parse, read_config
 
 if TYPE_CHECKING:
     import torch
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,15 @@ def _hf_model(text: str) -> Model:
     return Model(text, f"transformers, {source}", spec, n_params, spec.vocab, spec.d_model, hf)
 
 
+def _placed(body: nn.Module, device: torch.device, dtype: torch.dtype | None) -> bool:
+    """Whether every parameter and buffer of `body` is on `device` (an index left out matches
+    any) and, where floating point and `dtype` is given, of `dtype`."""
+    def placed(t: torch.Tensor) -> bool:
+        return (t.device.type == device.type and device.index in (None, t.device.index)
+                and (dtype is None or not t.is_floating_point() or t.dtype == dtype))
+    return all(placed(t) for t in (*body.parameters(), *body.buffers()))
+
+
 def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> Built:
     """Import the build `spec` names, call it under `torch.device(device)`, check what it
     returns, and move and cast it to `device` and `dtype`."""
@@ -293,7 +303,8 @@ def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> 
     built = check(returned, spec)
     body, head = built.body, built.head
     tied = next((name for name, p in body.named_parameters() if p is head), None)
-    body.to(device=device, dtype=dtype)  # a move across device types makes new parameters: look the head up again
+    if not _placed(body, torch.device(device), dtype):  # a no-op `to` of fake parameters would try to swap them
+        body.to(device=device, dtype=dtype)  # a move across device types makes new parameters: look the head up again
     if tied is not None:
         return Built(body, body.get_parameter(tied))
     return Built(body, nn.Parameter(head.detach().to(device=device, dtype=dtype), requires_grad=head.requires_grad))
