@@ -153,7 +153,8 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
         guessed = int((frame["mem_method"] == PREDICTED).sum())
         if guessed:
             report.warnings.append(f"{name}: {guessed} row(s) are predictions (cebench predict), not measurements: "
-                                   "their peaks are what meta tensors predict, and they have no time")
+                                   "their peaks are what meta tensors predict, and their time (predicted_time_ms), "
+                                   "where given, is the time model's: --time-tol gates measured step times only")
     unsampled = 0
     merged = latest(baseline).merge(latest(results), on=keys, how="outer", suffixes=("_b", "_r"),
                                     indicator=True, sort=False)
@@ -176,7 +177,7 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
         elif base_status == cur_status == Status.OK:
             _compare_metric(report, config, MEMORY, row[f"{MEMORY}_b"], row[f"{MEMORY}_r"], mem_tol)
             if time_tol is not None and pd.notna(row[f"{TIME}_b"]) and pd.notna(row[f"{TIME}_r"]):
-                # predicted rows carry no time: only memory is compared for them
+                # predicted rows have no measured time: only their memory is compared
                 unsampled += _compare_time(report, config, row, time_tol)
     if not report.matched:
         raise UsageError(f"{names[0]} and {names[1]} have no measured configuration in common "

@@ -45,8 +45,9 @@ def _unique(values: list) -> tuple:
     return tuple(dict.fromkeys(values))
 
 
-def parse_ints(text: str, param: str) -> tuple[int, ...]:
-    """'4,8,16' → (4, 8, 16): positive integers up to `MAX_SIZE`, duplicates dropped, order kept."""
+def parse_ints(text: str, param: str, most: int = MAX_SIZE, beyond: str = "is too large") -> tuple[int, ...]:
+    """'4,8,16' → (4, 8, 16): positive integers up to `most`, duplicates dropped, order kept
+    (`beyond`: what the error says of a larger one)."""
     values = []
     for part in split(text, param):
         try:
@@ -55,18 +56,15 @@ def parse_ints(text: str, param: str) -> tuple[int, ...]:
             raise UsageError(f"'{part}' is not an integer", param) from None
         if value <= 0:
             raise UsageError(f"{value} must be a positive integer", param)
-        if value > MAX_SIZE:
-            raise UsageError(f"{value} is too large (at most {MAX_SIZE:,})", param)
+        if value > most:
+            raise UsageError(f"{value:,} {beyond} (at most {most:,})", param)
         values.append(value)
     return _unique(values)
 
 
 def parse_world(text: str, param: str) -> tuple[int, ...]:
     """World sizes (ranks): as `parse_ints`, each at most `MAX_WORLD`, beyond any cluster."""
-    values = parse_ints(text, param)
-    if max(values) > MAX_WORLD:
-        raise UsageError(f"{max(values):,} ranks is more than any cluster has (at most {MAX_WORLD:,})", param)
-    return values
+    return parse_ints(text, param, MAX_WORLD, "ranks is more than any cluster has")
 
 
 def parse_vocab(text: str, param: str) -> tuple[int, ...]:

@@ -122,3 +122,9 @@ def parse_percent(text: str, param: str) -> Fraction:
     if not match:
         raise UsageError(f"'{text}' is not a percentage (examples: 1%, 0.5%, 10)", param)
     return Fraction(match.group(1)) / 100
+
+
+def format_percent(share: Fraction | float) -> str:
+    """1/20 → '5%', 9999/10000 → '99.99%': the digits a percentage given as text has (up to
+    10 significant), never rounded to a value it is not ('100%' for 99.99%)."""
+    return f"{float(share) * 100:.10g}%"

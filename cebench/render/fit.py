@@ -8,7 +8,7 @@ from rich.text import Text
 from cebench.core import devices
 from cebench.core.axes import STEP_SETTINGS, Compile
 from cebench.core.config import LOSS
-from cebench.core.units import format_bytes, format_ms
+from cebench.core.units import format_bytes, format_ms, format_percent
 from cebench.losses import variants
 from cebench.render.table import Column, Table
 from cebench.store.schema import Status
@@ -57,7 +57,7 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
         specs[5:5] = [("time", "time", 1), ("tokens_per_s", "tokens/s", 0)]
     if measured:
         specs.append(("measured", "measured peak", 0))
-    kept = (f" less {float(fitted.headroom):.0%} headroom: peaks ≤ {format_bytes(fitted.limit, unit)}"
+    kept = (f" less {format_percent(fitted.headroom)} headroom: peaks ≤ {format_bytes(fitted.limit, unit)}"
             if fitted.headroom else "")
     table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
                   title=f"cebench fit · budget {format_bytes(budget, unit)}{kept} · target {fits[0].config.device}")
@@ -140,7 +140,8 @@ def fit_note(fitted: Fitted) -> str:
                 "predicted (time: the time model's step time at the max batch, a roofline over the traced ops "
                 "calibrated on published rows; cebench targets).")
     context = f"context {c.context:,}" + (f" ({fitted.context_from})" if fitted.context_from else "")
-    kept = f"{float(fitted.headroom):.0%} of the budget" if fitted.headroom else "none of the budget (--headroom 0%)"
+    kept = (f"{format_percent(fitted.headroom)} of the budget" if fitted.headroom
+            else "none of the budget (--headroom 0%)")
     return (f"{context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
             f"for {c.device} (peak includes {inputs}{workspaces}).{time} Not counted: {NOT_COUNTED}; "
             f"{kept} is kept free for them (--headroom).")

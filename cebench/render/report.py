@@ -35,10 +35,11 @@ _TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("t
          ("us_per_row", "time/row", 8), ("compile_s", "compile", 9)]
 
 
-def column_keys(timed: bool = True) -> list[str]:
-    """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns
-    (else with its predicted time's)."""
-    return [key for key, _, _ in _MEMORY + _MODEL + (_TIME if timed else _PREDICTED)] + ["status"]
+def column_keys(timed: bool | None = True) -> list[str]:
+    """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns,
+    False with its predicted time's, None with both (a file's rows may be either)."""
+    times = {True: _TIME, False: _PREDICTED, None: _TIME + _PREDICTED}[timed]
+    return list(dict.fromkeys(key for key, _, _ in _MEMORY + _MODEL + times)) + ["status"]
 
 
 def _share_cell(share: float | None, noise: bool) -> Text | str:

@@ -134,6 +134,18 @@ def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
                              "gradients (use --workload loss)", axis.name)
 
 
+def _logits_rules(values: dict[str, tuple], given: Mapping[str, str | None], only: bool) -> None:
+    """The logits workload's rules: cross-entropy of given N × vocab logits has no projection,
+    so no model's step (a model runs the loss workload) and, where it is the only workload
+    (`only`), no --d-model."""
+    if any(m != NO_MODEL for m in values["model"]):
+        raise UsageError("a model's step is a loss's: the logits workload has no projection and no model (use "
+                         "--workload loss)", "model")
+    if only and given.get("d_model") is not None:
+        raise UsageError("does not apply to the logits workload: the loss of given N × vocab logits has no "
+                         "projection", "d_model")
+
+
 def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str],
                  models: list[str]) -> None:
     """`_check_rules` with `models` in the grid: their vocab and d_model set in `values`, and
@@ -223,6 +235,8 @@ class GridOptions:
         grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
                     temperature=check_temperature(self.temperature), workloads=chosen)
         samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
+        if LOGITS in chosen or any(variants.get(n).workload == LOGITS for n in grid.variants):
+            _logits_rules(values, self.axes, only=chosen == (LOGITS,))
         _check_rules(values, self.axes, samplers)
         if any(m != NO_MODEL for m in values["model"]):
             grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)))
