@@ -45,9 +45,9 @@ def _unique(values: list) -> tuple:
     return tuple(dict.fromkeys(values))
 
 
-def parse_ints(text: str, param: str, most: int = MAX_SIZE, beyond: str = "is too large") -> tuple[int, ...]:
+def parse_ints(text: str, param: str, most: int = MAX_SIZE, beyond: str | None = None) -> tuple[int, ...]:
     """'4,8,16' → (4, 8, 16): positive integers up to `most`, duplicates dropped, order kept
-    (`beyond`: what the error says of a larger one)."""
+    (`beyond`: what the error says of a larger one, after it; None: 'is too large')."""
     values = []
     for part in split(text, param):
         try:
@@ -57,7 +57,8 @@ def parse_ints(text: str, param: str, most: int = MAX_SIZE, beyond: str = "is to
         if value <= 0:
             raise UsageError(f"{value} must be a positive integer", param)
         if value > most:
-            raise UsageError(f"{value:,} {beyond} (at most {most:,})", param)
+            said = f"{value} is too large" if beyond is None else f"{value:,} {beyond}"
+            raise UsageError(f"{said} (at most {most:,})", param)
         values.append(value)
     return _unique(values)
 
