@@ -131,3 +131,19 @@ def test_the_table_says_the_headroom_and_what_is_not_counted_and_of_budget_shows
     assert "of budget" in result.stdout.splitlines()[2]  # the header row, at 80 columns
     assert "Not counted: the CUDA context" in text and "10% of the budget is kept free for them" in text
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+def test_where_not_one_sequence_fits_anywhere_the_note_says_what_would(tiny):
+    """At a context too long for the budget every row is 'none fits': the note names what lets one sequence fit
+    (with a model: checkpointing its blocks, sharding), and says nothing where a row fits."""
+    result = invoke("fit", "--budget", "16KiB", "--target", "cpu", "--model", tiny, "--context", "40", "--variant",
+                    "dense", "--headroom", "0")
+    assert result.exit_code == 0, result.output
+    note = " ".join(result.stdout.split())
+    assert ("Not one sequence of 40 tokens fits in 16.0 KiB in any row: try a shorter --context, "
+            "--activation-checkpointing blocks, --fsdp N (per rank) or a larger --budget.") in note
+    alone = invoke("fit", "--budget", "64KiB", "--target", "cpu", "--vocab", "64", "--d-model", "8", "--context", "4096",
+                   "--variant", "dense", "--headroom", "0")
+    assert "try a shorter --context or a larger --budget." in " ".join(alone.stdout.split())
+    fits = invoke("fit", "--budget", "1GiB", "--target", "cpu", "--model", tiny, "--context", "8", "--variant", "dense")
+    assert fits.exit_code == 0 and "Not one sequence" not in fits.stdout

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from cebench.core import devices
-from cebench.core.axes import STEP_SETTINGS, Compile
+from cebench.core.axes import STEP_SETTINGS, Checkpointing, Compile
 from cebench.core.config import LOSS
 from cebench.core.units import format_bytes, format_ms, format_percent
 from cebench.losses import variants
@@ -140,11 +140,30 @@ def fit_note(fitted: Fitted) -> str:
                 "predicted (time: the time model's step time at the max batch, a roofline over the traced ops "
                 "calibrated on published rows; cebench targets).")
     context = f"context {c.context:,}" + (f" ({fitted.context_from})" if fitted.context_from else "")
+    time += _nothing_fits(fitted)
     kept = (f"{format_percent(fitted.headroom)} of the budget" if fitted.headroom
             else "none of the budget (--headroom 0%)")
     return (f"{context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
             f"for {c.device} (peak includes {inputs}{workspaces}).{time} Not counted: {NOT_COUNTED}; "
             f"{kept} is kept free for them (--headroom).")
+
+
+def _nothing_fits(fitted: Fitted) -> str:
+    """Where not one sequence fits in any row that was predicted: what would let one fit (a
+    shorter context; with a model, checkpointing its blocks where not all rows did, and
+    sharding; a larger budget)."""
+    predicted = [f for f in fitted.fits if not f.unsupported]
+    if not predicted or any(f.batch for f in predicted):
+        return ""
+    c = predicted[0].config
+    ways = ["a shorter --context"]
+    if c.has_model:
+        if any(f.config.activation_checkpointing != Checkpointing.BLOCKS for f in predicted):
+            ways.append("--activation-checkpointing blocks")
+        ways.append("--fsdp N (per rank)")
+    ways.append("a larger --budget")
+    return (f" Not one sequence of {c.context:,} tokens fits in {format_bytes(fitted.limit)} in any row: try "
+            f"{', '.join(ways[:-1])} or {ways[-1]}.")
 
 
 # What a predicted peak leaves out, for the line under `fit`'s table (README: "How each number is measured").
