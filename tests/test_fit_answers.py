@@ -142,8 +142,8 @@ def test_where_not_one_sequence_fits_anywhere_the_note_says_what_would(tiny):
     note = " ".join(result.stdout.split())
     assert ("Not one sequence of 40 tokens fits in 16.0 KiB in any row: try a shorter --context, "
             "--activation-checkpointing blocks, --fsdp N (per rank) or a larger --budget.") in note
-    alone = invoke("fit", "--budget", "64KiB", "--target", "cpu", "--vocab", "64", "--d-model", "8", "--context", "4096",
-                   "--variant", "dense", "--headroom", "0")
+    alone = invoke("fit", "--budget", "64KiB", "--target", "cpu", "--vocab", "64", "--d-model", "8", "--context",
+                   "4096", "--variant", "dense", "--headroom", "0")
     assert "try a shorter --context or a larger --budget." in " ".join(alone.stdout.split())
     fits = invoke("fit", "--budget", "1GiB", "--target", "cpu", "--model", tiny, "--context", "8", "--variant", "dense")
     assert fits.exit_code == 0 and "Not one sequence" not in fits.stdout
