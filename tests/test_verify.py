@@ -145,3 +145,30 @@ def test_verify_bad_device_is_one_line_and_exit_2(args, message):
     res = CliRunner().invoke(app, ["verify", *args, "--variant", "dense"])
     assert res.exit_code == 2 and message in res.stderr, res.output
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output
+
+
+def _drops_the_first_row(logits, targets, **semantics):
+    """A logits form that leaves the first row out of its mean."""
+    return F.cross_entropy(logits[1:].float(), targets[1:])
+
+
+def test_the_logits_form_of_a_loss_is_verified_on_given_logits(registry):
+    """--workload logits checks each loss variant's form on N × vocab logits (loss and the logits' gradient) against
+    the reference written on logits; the default checks none, and a wrong form fails."""
+    res = CliRunner().invoke(app, ["verify", "--variant", "dense", "--workload", "logits", "--softcap", "0",
+                                   "--label-smoothing", "0", "--z-loss", "0", "--reduction", "mean", "--ignore-frac",
+                                   "0.25"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "dense · logits  pass      pass" in res.output and "all 6 applicable checks passed" in res.output
+    assert "· logits: the variant's form on given N × vocab logits" in res.output
+    plain = CliRunner().invoke(app, ["verify", "--variant", "dense", "--ignore-frac", "0", "--softcap", "0",
+                                     "--label-smoothing", "0", "--z-loss", "0", "--reduction", "mean"])
+    assert plain.exit_code == 0 and "logits" not in plain.output
+    registry.register(Variant("row-short", "loss", vendored_chunked_cross_entropy, chunked=True, compiled=False,
+                              summary="its logits form drops a row", logits_fn=_drops_the_first_row))
+    check = verify_loss("row-short", LOSS_CASES[0], "fp32", workload="logits")
+    assert check.passed is False and set(check.errors) == {"loss", "grad h"} and check.errors["loss"] > 1e-4
+    assert verify_loss("row-short", LOSS_CASES[0], "fp32").passed  # its own loss is right
+    bad = CliRunner().invoke(app, ["verify", "--variant", "chunked-sample", "--workload", "logits"])
+    assert bad.exit_code == 2 and bad.stderr.strip() == ("cebench: error: --variant: chunked-sample is not a logits "
+                                                         "variant")

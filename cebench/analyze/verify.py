@@ -14,6 +14,7 @@ the reference too.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -24,7 +25,7 @@ import torch
 
 from cebench.core import devices
 from cebench.core.axes import BY_NAME, SEMANTICS, semantics_label
-from cebench.core.config import LOSS, SAMPLE, Config
+from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
 from cebench.core.errors import describe, said
 from cebench.core.guard import user_code
 from cebench.losses import inputs, variants
@@ -127,6 +128,12 @@ class LossCheck:
     outcome: str = ""
     unsupported: bool = False
     warned: str = ""  # what the variant warned while it ran (a fallback, say)
+    workload: str = LOSS  # or LOGITS: the variant's form on given logits (its errors: loss and grad h, the logits')
+
+    @property
+    def shown(self) -> str:
+        """The variant as the tables name it: 'liger-kernel', or 'liger-kernel · logits'."""
+        return self.variant if self.workload == LOSS else f"{self.variant} · {self.workload}"
 
 
 @dataclass(frozen=True)
@@ -159,13 +166,15 @@ class SamplerCheck:
 _BUILT: dict[str, Callable[..., torch.Tensor]] = {}
 
 
-def _built(variant: str) -> Callable[..., torch.Tensor]:
-    """The variant's callable, built once per process: a compiled variant then compiles a
-    handful of times for all cases and dtypes instead of once for each."""
+def _built(variant: str, workload: str | None = None) -> Callable[..., torch.Tensor]:
+    """The variant's callable on `workload` (None: its own; else one it has, its logits form
+    say), built once per process: a compiled variant then compiles a handful of times for all
+    cases and dtypes instead of once for each."""
     v = variants.get(variant)
-    key = f"{variant}:{id(v)}"  # a test may register another variant under a name again
+    form = v if workload in (None, v.workload) else v.on(workload)
+    key = f"{variant}:{form.workload}:{id(v)}"  # a test may register another variant under a name again
     if key not in _BUILT:
-        _BUILT[key] = v.build(fresh=False)
+        _BUILT[key] = form.build(fresh=False)
     return _BUILT[key]
 
 
@@ -204,13 +213,19 @@ def _run(fn: Callable[..., torch.Tensor], h: torch.Tensor, w: torch.Tensor, t: t
     return Outcome(loss.detach(), grads, attached, warned=said(caught))  # type: ignore[arg-type]
 
 
-def reference(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, ce_chunk: object = None, *, softcap: float = 0.0,
-              label_smoothing: float = 0.0, z_loss: float = 0.0, reduction: str = "mean") -> torch.Tensor:
-    """Cross-entropy of `h @ w.T` with torch's definitions, written out: logits softcapped
-    (c·tanh(logits / c)), per-row (1 − ε)·nll + ε·mean(−log p) + z·lse² for real targets
-    (0 for padding), then the mean over real targets (NaN when there are none), the sum, or
-    the rows."""
-    logits = h @ w.T
+def reference(h: torch.Tensor, w: torch.Tensor, t: torch.Tensor, ce_chunk: object = None, **semantics: Any
+              ) -> torch.Tensor:
+    """Cross-entropy of `h @ w.T` with torch's definitions (`reference_of_logits`)."""
+    return reference_of_logits(h @ w.T, w, t, **semantics)
+
+
+def reference_of_logits(logits: torch.Tensor, w: torch.Tensor, t: torch.Tensor, ce_chunk: object = None, *,
+                        softcap: float = 0.0, label_smoothing: float = 0.0, z_loss: float = 0.0,
+                        reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy of given `logits` with torch's definitions, written out (`w` unused: the
+    logits workload's empty weight): logits softcapped (c·tanh(logits / c)), per-row
+    (1 − ε)·nll + ε·mean(−log p) + z·lse² for real targets (0 for padding), then the mean
+    over real targets (NaN when there are none), the sum, or the rows."""
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
     lse = torch.logsumexp(logits, dim=-1)
@@ -235,20 +250,30 @@ def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
-def _errors(got: Outcome, want: Outcome) -> dict[str, float]:
+def _errors(got: Outcome, want: Outcome, workload: str = LOSS) -> dict[str, float]:
+    """The relative error of each quantity (on the logits workload: the loss and the logits'
+    gradient, as 'grad h'; there is no weight)."""
     assert got.loss is not None and got.grads is not None and want.loss is not None and want.grads is not None
-    return {q: relative_error(a, b) for q, a, b in zip(QUANTITIES, (got.loss, *got.grads),
-                                                       (want.loss, *want.grads), strict=True)}
+    errors = {q: relative_error(a, b) for q, a, b in zip(QUANTITIES, (got.loss, *got.grads),
+                                                         (want.loss, *want.grads), strict=True)}
+    return errors if workload == LOSS else {q: errors[q] for q in QUANTITIES[:2]}
 
 
-def _inputs(case: LossCase, dtype: str, setting: Setting, device: str = "cpu") -> tuple[Config, inputs.Inputs]:
+def _reference(workload: str) -> Callable[..., torch.Tensor]:
+    return reference if workload == LOSS else reference_of_logits
+
+
+def _inputs(case: LossCase, dtype: str, setting: Setting, device: str = "cpu",
+            workload: str = LOSS) -> tuple[Config, inputs.Inputs]:
     """The case's inputs at `dtype` on `device` (fixed seed), h scaled so the logits' std is
-    about `LOGIT_STD`; with `all_ignored`, every target padding."""
+    about `LOGIT_STD` (on the logits workload `h` is the logits, of that std already); with
+    `all_ignored`, every target padding."""
     semantics = setting.semantics
-    config = Config(variant="dense", workload=LOSS, device=device, dtype=dtype, batch=case.tokens, context=1,
-                    vocab=case.vocab, d_model=case.d_model, ce_chunk=case.ce_chunk, **semantics)
+    d_model = case.d_model if workload == LOSS else 0
+    config = Config(variant="dense", workload=workload, device=device, dtype=dtype, batch=case.tokens, context=1,
+                    vocab=case.vocab, d_model=d_model, ce_chunk=case.ce_chunk, **semantics)
     x = inputs.make(config)
-    scale = LOGIT_STD * math.sqrt(case.d_model)
+    scale = LOGIT_STD * math.sqrt(case.d_model) if workload == LOSS else LOGIT_STD
     x.h = (x.h.detach().double() * scale).to(x.h.dtype)
     if case.all_ignored:
         x.targets = torch.full_like(x.targets, inputs.IGNORE_INDEX)
@@ -268,12 +293,14 @@ def _finding(got: Outcome) -> str:
     return text + (" (NaN gradients)" if grads_nan else "") + ("" if got.attached else " (no gradient)")
 
 
-def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, tol: float) -> str:
+def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, tol: float,
+              workload: str = LOSS) -> str:
     """What a mismatch looks like, where it can tell: the padding share, a semantics not
     applied, an upstream gradient ignored."""
     h, w = x.h.double(), x.weight.double()
     semantics = setting.semantics
     features = {k: v for k, v in semantics.items() if BY_NAME[k].keyword}
+    reference = _reference(workload)
     want = reference(h, w, x.targets, **features)
     assert got.loss is not None
     if "ignore_frac" in semantics and want.dim() == 0 and want.item():
@@ -287,48 +314,53 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
         without = {k: v for k, v in features.items() if k != name}
         plain = _run(reference, h, w, x.targets, case.ce_chunk, without,
                      x.upstream.double() if name != "reduction" else scalar)
-        if plain.loss is not None and got.loss.shape == plain.loss.shape and max(_errors(got, plain).values()) <= tol:
+        if (plain.loss is not None and got.loss.shape == plain.loss.shape
+                and max(_errors(got, plain, workload).values()) <= tol):
             return f"matches the reference without {BY_NAME[name].labelled(semantics[name])}: not applied"
     ones = _run(reference, h, w, x.targets, case.ce_chunk, features, torch.ones_like(x.upstream, dtype=torch.float64))
     assert got.grads is not None and ones.grads is not None
-    if all(relative_error(a, b) <= tol for a, b in zip(got.grads, ones.grads, strict=True)):
+    if all(relative_error(a, b) <= tol for a, b in zip(got.grads, ones.grads, strict=True)):  # (an empty weight: 0)
         return "gradients match an upstream gradient of all ones: the upstream gradient is ignored"
     return ""
 
 
-def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF, device: str = "cpu") -> LossCheck:
+def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF, device: str = "cpu",
+                workload: str = LOSS) -> LossCheck:
     """`variant` at one case, dtype and setting on `device` (a kind: 'cpu', 'cuda') against
-    the float64 reference, computed there too (see the module's docstring)."""
+    the float64 reference, computed there too (see the module's docstring); on `workload`
+    LOGITS its form on given logits (the case's vocab wide; its d_model unused)."""
     tol = TOLERANCE[dtype]
-    config, x = _inputs(case, dtype, setting, device)
+    config, x = _inputs(case, dtype, setting, device, workload)
     lacking = support.reason(replace(config, variant=variant))
     if lacking:
-        return LossCheck(variant, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True)
+        return LossCheck(variant, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True,
+                         workload=workload)
     assert x.upstream is not None
     with user_code(variant, "variant"):  # its exits (a peer's package exiting while imported) are one line
-        got = _run(_built(variant), x.h, x.weight, x.targets, case.ce_chunk, config.features, x.upstream)
+        got = _run(_built(variant, workload), x.h, x.weight, x.targets, case.ce_chunk, config.features, x.upstream)
+    check = functools.partial(LossCheck, workload=workload)
     if not case.edge and case.tokens and bool((x.targets == inputs.IGNORE_INDEX).all()):  # --ignore-frac near 1
         note = f"every target ignored ({_finding(got)}): no mean to compare, as in the edge cases"
-        return LossCheck(variant, case, dtype, {}, tol, None, note, setting, NO_TARGET)
+        return check(variant, case, dtype, {}, tol, None, note, setting, NO_TARGET)
     if case.edge:
         outcome = _finding(got)
         if case.tokens == 0 and variants.get(variant).load() is vendored_chunked_cross_entropy:
             zero = got.loss is not None and got.loss.numel() == 1 and got.loss.item() == 0.0
             note = "0.0 for no rows: its own convention (torch's mean over no targets is NaN)"
-            return LossCheck(variant, case, dtype, {}, tol, zero, note, setting, outcome)
-        return LossCheck(variant, case, dtype, {}, tol, None, "", setting, outcome)
+            return check(variant, case, dtype, {}, tol, zero, note, setting, outcome)
+        return check(variant, case, dtype, {}, tol, None, "", setting, outcome)
     if got.interpreter and device in variants.get(variant).interpreted_on:  # a limit of the interpreter, not a finding
-        return LossCheck(variant, case, dtype, {}, tol, None, f"Triton's interpreter cannot run it: {got.raised}",
+        return check(variant, case, dtype, {}, tol, None, f"Triton's interpreter cannot run it: {got.raised}",
                          setting, "interpreter", unsupported=True)
     if got.raised:
-        return LossCheck(variant, case, dtype, {}, tol, False, got.raised, setting, "error")
-    want = _run(reference, x.h.double(), x.weight.double(), x.targets, case.ce_chunk, config.features,
+        return check(variant, case, dtype, {}, tol, False, got.raised, setting, "error")
+    want = _run(_reference(workload), x.h.double(), x.weight.double(), x.targets, case.ce_chunk, config.features,
                 x.upstream.double())
-    errors = _errors(got, want)
+    errors = _errors(got, want, workload)
     passed = max(errors.values()) <= tol
-    note = "; ".join(filter(None, ["" if passed else _diagnose(got, x, case, setting, tol),
+    note = "; ".join(filter(None, ["" if passed else _diagnose(got, x, case, setting, tol, workload),
                                    f"warned {got.warned}" if got.warned else ""]))
-    return LossCheck(variant, case, dtype, errors, tol, passed, note, setting, warned=got.warned)
+    return check(variant, case, dtype, errors, tol, passed, note, setting, warned=got.warned)
 
 
 def _draw(variant: str, h: torch.Tensor, w: torch.Tensor, case: SampleCase) -> torch.Tensor:
@@ -372,15 +404,20 @@ def verify_sampler(variant: str, case: SampleCase, device: str = "cpu") -> Sampl
 
 
 def run_all(names: list[str], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,),
-            device: str = "cpu") -> tuple[list[LossCheck], list[SamplerCheck], dict[str, str]]:
+            device: str = "cpu", workloads: Iterable[str] = (LOSS, SAMPLE),
+            ) -> tuple[list[LossCheck], list[SamplerCheck], dict[str, str]]:
     """Every check on `device` (a kind, available here; default the CPU) for the named
-    variants that run there: loss variants at each setting of `matrix`, case (edge cases
-    with every semantics off) and dtype, samplers once each; and the variants that cannot
-    run there, with why."""
+    variants that run there, on each of `workloads` they have: loss variants (and their
+    forms on given logits) at each setting of `matrix`, case (edge cases with every
+    semantics off) and dtype, samplers once each; and the variants that cannot run there,
+    with why."""
     skipped = {n: r for n in names if (r := support.variant_reason(n, devices.get(device)))}
     names = [n for n in names if n not in skipped]
     variants.smoke_test(names, device)
-    loss_checks = [verify_loss(n, case, d, setting, device) for n in names if variants.get(n).workload == LOSS
+    matrix = list(matrix)
+    loss_checks = [verify_loss(n, case, d, setting, device, w) for w in (LOSS, LOGITS) if w in workloads
+                   for n in names if w in variants.get(n).workloads and variants.get(n).workload == LOSS
                    for d in dtypes for setting in matrix for case in LOSS_CASES if setting == OFF or not case.edge]
-    sampler_checks = [verify_sampler(n, sample, device) for n in names if variants.get(n).workload == SAMPLE]
+    sampler_checks = [verify_sampler(n, sample, device) for n in names
+                      if variants.get(n).workload == SAMPLE and SAMPLE in workloads]
     return loss_checks, sampler_checks, skipped

@@ -7,6 +7,7 @@ import typer
 from cebench.cli.app import command, out, print_table
 from cebench.cli.options import (
     DEVICE_HELP,
+    LIST,
     TEMPERATURE,
     Columns,
     DeviceAlias,
@@ -38,6 +39,9 @@ NOT_VERIFIED = tuple(a.name for a in AXES if a not in VERIFIED)
 def verify(
     ctx: typer.Context,
     variant: VariantNames = None,
+    workload: str = typer.Option(None, metavar=LIST, show_default=False,
+                                 help="Workloads, comma-separated: loss, logits (each loss variant's form on given "
+                                      "logits, where it has one: loss and ∇logits), sample. Default: loss,sample."),
     device: str = typer.Option(None, metavar="DEVICE", show_default=False, help=DEVICE_HELP),
     target: DeviceAlias = None,
     temperature: Temperature = TEMPERATURE,
@@ -60,7 +64,9 @@ def verify(
     too), backpropagating a non-uniform upstream gradient. The error is max|got − ref| /
     max|ref| of the loss, ∇h and ∇weight at three shapes (N divisible by ce_chunk, not
     divisible, ce_chunk > N). What a mismatch looks like is said where it can be told. N = 0
-    and every target ignored are edge cases: what each variant does there is shown. A
+    and every target ignored are edge cases: what each variant does there is shown. With
+    --workload logits, each loss variant that has a form on given logits is checked on
+    N × vocab logits too (its loss and ∇logits, shown as ∇h). A
     setting a variant does not support is shown, not failed. Samplers: a Pearson chi-square
     test of the draws against the exact softmax(logits / T) probabilities; a p-value below
     0.001 fails.
@@ -77,8 +83,8 @@ def verify(
     device = devices.one_name(device, target, "device", "target", "auto")
     semantics = {a.name: ctx.params[a.name] for a in SEMANTICS if ctx.params.get(a.name) is not None}
     with out.status("verifying (compiled variants compile once per variant, dtype and setting)…"):
-        verified = api.verify(variant=variant, device=device, dtype=ctx.params["dtype"], temperature=temperature,
-                              vocab=vocab, draws=draws, ce_chunk=ce_chunk, **semantics)
+        verified = api.verify(variant=variant, workload=workload, device=device, dtype=ctx.params["dtype"],
+                              temperature=temperature, vocab=vocab, draws=draws, ce_chunk=ce_chunk, **semantics)
     loss_checks, sampler_checks = verified.losses, verified.samplers
     here = "this CPU" if devices.get(verified.device).is_host else "this GPU"
     for name, reason in verified.skipped.items():

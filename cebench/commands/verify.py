@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cebench.core.axes import BY_NAME
-from cebench.core.config import LOSS, SAMPLE
+from cebench.core.config import LOSS, SAMPLE, WORKLOADS
 from cebench.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,28 +34,32 @@ class Verified:
 SAMPLER_LOGITS = 2**30  # draws × vocab: the dense sampler holds them as fp32 logits (4 GiB) on this machine
 
 
-def verify(*, variant: str | None = None, device: str = "auto", dtype: str | None = None, temperature: float = 0.9,
-           vocab: int = 16, draws: int = 200_003, ce_chunk: int = 4096, **semantics: Any) -> Verified:
+def verify(*, variant: str | None = None, workload: str | None = None, device: str = "auto", dtype: str | None = None,
+           temperature: float = 0.9, vocab: int = 16, draws: int = 200_003, ce_chunk: int = 4096,
+           **semantics: Any) -> Verified:
     """Check the correctness claims of every variant (or of `variant`) on `device` ('auto',
     'cpu', 'cuda'; default auto: cuda when a GPU is visible): losses and gradients against a
     float64 reference at three shapes and two edge cases in each `dtype` (default: the
     device's, cpu fp32, cuda bf16), with every loss semantics off and with each alone at each
     of its values (keywords named after the axes, `ignore_frac`, `softcap`, ...; missing =
     `cebench.analyze.verify.DEFAULT_SETTINGS`); samplers by a chi-square test of `draws`
-    draws over a `vocab`-token vocabulary."""
+    draws over a `vocab`-token vocabulary. `workload`: 'loss', 'logits' (each loss variant's form
+    on given N × vocab logits, where it has one: loss and the logits' gradient) and 'sample',
+    comma-separated (default: loss and sample, each variant on its own)."""
     from cebench.analyze.verify import SampleCase, run_all, settings
     from cebench.commands import arguments
     from cebench.core import devices
     from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
     from cebench.losses import variants
-    from cebench.run.grid import check_temperature, option_text, select_variants
+    from cebench.run.grid import check_temperature, option_text, parse_names, select_variants
 
     unknown = sorted(set(semantics) - {a.name for a in SEMANTICS})
     if unknown:
         raise UsageError(f"not a loss semantics (those are: {', '.join(a.name for a in SEMANTICS)})", unknown[0])
     matrix = settings({k: option_text(v) for k, v in semantics.items()})
 
-    names = list(select_variants(variant, f"{LOSS},{SAMPLE}"))  # the logits workload is not verified yet
+    chosen = parse_names(workload, list(WORKLOADS), "workload") if workload is not None else (LOSS, SAMPLE)
+    names = list(select_variants(variant, ",".join(chosen)))
     kind = devices.target(arguments.name(device, "device"), here=True).kind
     dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(kind))
     parse_vocab(str(vocab), "vocab")
@@ -69,5 +73,6 @@ def verify(*, variant: str | None = None, device: str = "auto", dtype: str | Non
         raise UsageError(f"{ce_chunk} must be a positive integer", "ce_chunk")
     check_temperature(temperature)
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
-    losses, samplers, skipped = run_all(names, dtypes, sample, matrix, kind)
+    chosen_only = {} if workload is None else {"workloads": chosen}  # run_all's default: loss and sample
+    losses, samplers, skipped = run_all(names, dtypes, sample, matrix, kind, **chosen_only)
     return Verified(losses, samplers, skipped, matrix, kind)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from cebench.core.axes import SEMANTICS
+from cebench.core.config import LOSS
 from cebench.render.table import Column, Table
 
 if TYPE_CHECKING:
@@ -42,15 +43,18 @@ def _cell(checks: list[LossCheck]) -> Text:
 def matrix_table(checks: list[LossCheck], settings: list[Setting], dtype: str) -> Table:
     """Variants down, settings across: each cell the verdict over the three shapes."""
     shaped = [c for c in checks if c.dtype == dtype and not c.case.edge]
-    names = list(dict.fromkeys(c.variant for c in shaped))
+    names = list(dict.fromkeys(c.shown for c in shaped))
     table = _table(f"Parity with float64 · {dtype} · loss, ∇h and ∇weight ≤ {shaped[0].tolerance:.0e} (max-norm "
                    "relative error) at 3 shapes",
                    [("variant", "variant", False, 0)] + [(s.short, s.short, True, 0) for s in settings])
     for name in names:
-        table.add_row(name, *(_cell([c for c in shaped if c.variant == name and c.setting == s]) for s in settings))
+        table.add_row(name, *(_cell([c for c in shaped if c.shown == name and c.setting == s]) for s in settings))
     legend = "; ".join(["off = every semantics off", *_legend(settings)])
     table.notes.append(f"Columns: {legend}. –: the variant does not support it (an unsupported row in a sweep); "
                        "skip: Triton's interpreter cannot run it on this CPU; n/a: every target ignored at a shape.")
+    if any(c.workload != LOSS for c in shaped):
+        table.notes.append("· logits: the variant's form on given N × vocab logits (--workload logits): its ∇h is the "
+                           "logits' gradient, and there is no ∇weight.")
     return table
 
 
@@ -81,10 +85,10 @@ def edge_table(checks: list[LossCheck]) -> Table:
                    [("variant", "variant", False, 0), ("dtype", "dtype", False, 0)]
                    + [(name, name, False, 0) for name in cases])
     notes: list[str] = []
-    for variant, dtype in dict.fromkeys((c.variant, c.dtype) for c in edges):
+    for variant, dtype in dict.fromkeys((c.shown, c.dtype) for c in edges):
         cells = []
         for name in cases:
-            c = next(c for c in edges if (c.variant, c.dtype, c.case.name) == (variant, dtype, name))
+            c = next(c for c in edges if (c.shown, c.dtype, c.case.name) == (variant, dtype, name))
             style = "" if c.passed is None else "green" if c.passed else "bold red"
             text = c.outcome
             if text.startswith("raises "):
@@ -106,8 +110,8 @@ def detail_table(checks: list[LossCheck], title: str) -> Table:
                            ("grad_weight", "∇weight", True, 0), ("limit", "limit", False, 1),
                            ("result", "result", False, 0)])
     notes: list[str] = []
-    for variant, dtype, setting in dict.fromkeys((c.variant, c.dtype, c.setting) for c in checks):
-        group = [c for c in checks if (c.variant, c.dtype, c.setting) == (variant, dtype, setting)]
+    for variant, dtype, setting in dict.fromkeys((c.shown, c.dtype, c.setting) for c in checks):
+        group = [c for c in checks if (c.shown, c.dtype, c.setting) == (variant, dtype, setting)]
         errors = [f"{max(c.errors[q] for c in group):.1e}" if all(q in c.errors for c in group) else ""
                   for q in ("loss", "grad h", "grad weight")]
         result = _cell(group)
@@ -129,7 +133,7 @@ def _by_setting(losses: list[LossCheck], which: Callable[[LossCheck], bool]) -> 
     picked: dict[str, int] = {}
     for c in losses:
         if which(c):
-            key = f"{c.variant} · {c.setting.label}" + (f" · {c.dtype}" if dtypes else "")
+            key = f"{c.shown} · {c.setting.label}" + (f" · {c.dtype}" if dtypes else "")
             picked[key] = picked.get(key, 0) + 1
     return [f"{key} at {n} shape{'s' * (n > 1)}" for key, n in picked.items()]
 
