@@ -5,7 +5,8 @@ and each of padding, softcap, label smoothing, z-loss and reduction alone) × dt
 three shapes, against a float64 reference written here with the same semantics (torch's
 definitions); each step is backpropagated with a non-uniform upstream gradient (a scalar
 ≠ 1, or with reduction none a fixed random vector). The error is the max-norm relative
-error max|got − ref| / max|ref| of the loss and of the gradients of `h` and `weight`. A
+error max|got − ref| / max|ref| of the loss and of the gradients of `h` and `weight` (a
+variant's form on given logits, the logits workload: of the loss and the logits' gradient). A
 setting a variant does not support is `unsupported`, shown and never failed; N = 0 and
 every target ignored are edge cases whose outcome (a value, NaN, an exception) is shown as
 a finding. Samplers: a Pearson chi-square goodness-of-fit test of many draws against the
