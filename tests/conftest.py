@@ -74,6 +74,18 @@ def at_width(monkeypatch, tmp_path) -> Callable[[list[str], int], Result]:
     return run
 
 
+def invoke(*args: object) -> Result:
+    """`cebench ARGS` through typer's runner (each argument as text)."""
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_error(result: Result) -> str:
+    """The one line of a usage error (exit 2)."""
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    return result.stderr.strip()
+
+
 def cli(argv: list[str]) -> tuple[int, str, str]:
     """`cebench ARGV` in this process, as the installed command runs it: (exit code, stdout,
     stderr). What `in_child` runs in a fresh process."""

@@ -14,25 +14,12 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from cebench.cli import app
 from cebench.run import ranks
 from cebench.run.isolate import Child
-from conftest import SMALL, sweep_csv
+from conftest import SMALL, invoke, one_error, sweep_csv
 
 TESTS = Path(__file__).parent
-
-
-def invoke(*args: object) -> Result:
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_error(result: Result) -> str:
-    """The one line of a usage error (exit 2)."""
-    assert result.exit_code == 2, result.output
-    assert result.stderr.count("\n") == 1, result.stderr
-    return result.stderr.strip()
 
 
 @pytest.fixture

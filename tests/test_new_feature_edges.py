@@ -8,25 +8,14 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
 
 from cebench import api
-from cebench.cli import app
 from cebench.core.units import format_percent
+from conftest import invoke, one_error
 
 TINY = ('{"model_type": "llama", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, '
         '"num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 64}')
 SHAPE = ["--batch", "1", "--context", "8"]
-
-
-def invoke(*args: object) -> Result:
-    return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def one_error(result: Result) -> str:
-    assert result.exit_code == 2, result.output
-    assert result.stderr.count("\n") == 1, result.stderr
-    return result.stderr.strip()
 
 
 @pytest.fixture
