@@ -40,8 +40,6 @@ def test_normal_leaves_out_what_names_the_machine():
     assert docs.normal(here) == docs.normal(there) == ["cebench sweep · cpu (…) · # threads · torch #"]
 
 
-@pytest.mark.needs()
-@pytest.mark.slow
 def _param(block: docs.Block) -> object:
     """A block as a test case; blocks of one model's predictions run in one worker, one after
     the other, the later ones from what the first compiled and traced (14 s saved a run)."""
@@ -50,6 +48,8 @@ def _param(block: docs.Block) -> object:
     return pytest.param(block, marks=marks, id=block.slug)
 
 
+@pytest.mark.needs()
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [_param(b) for b in BLOCKS if b.slug not in docs.SLOW])
 def test_an_output_block_is_what_its_command_prints_now(block, at_width):
     """Run in this process at `docs.WIDTH` columns (`make docs` runs a fresh `python -m cebench`;
