@@ -147,3 +147,14 @@ def test_where_not_one_sequence_fits_anywhere_the_note_says_what_would(tiny):
     assert "try a shorter --context or a larger --budget." in " ".join(alone.stdout.split())
     fits = invoke("fit", "--budget", "1GiB", "--target", "cpu", "--model", tiny, "--context", "8", "--variant", "dense")
     assert fits.exit_code == 0 and "Not one sequence" not in fits.stdout
+
+
+def test_a_users_build_is_not_told_to_checkpoint_blocks_cebench_cannot(tmp_path):
+    """cebench checkpoints the blocks of a preset or config.json, not a build's body (it refuses the option there):
+    where nothing fits, a build's note leaves that way out."""
+    (tmp_path / "build.py").write_text(
+        "from torch import nn\n\n\ndef build():\n    body = nn.Embedding(64, 8)\n    return body, body.weight\n")
+    result = invoke("fit", "--budget", "1KiB", "--target", "cpu", "--model", f"{tmp_path / 'build.py'}:build",
+                    "--context", "8", "--variant", "dense", "--headroom", "0")
+    assert result.exit_code == 0, result.output
+    assert "try a shorter --context, --fsdp N (per rank) or a larger --budget." in " ".join(result.stdout.split())

@@ -214,12 +214,17 @@ def build():
 '''
 
 
-def test_a_users_build_with_a_tied_head_over_two_ranks_is_predicted_as_measured(tmp_path):
+@pytest.mark.parametrize(("dtype", "peaks"), [("fp32", (505_756, 450_728)), ("bf16", (252_956, 225_442))])
+def test_a_users_build_with_a_tied_head_over_two_ranks_is_predicted_as_measured(tmp_path, dtype, peaks):
     """A user's build whose head is its embedding's weight: predicted over a fake world of 2 (it failed as "Couldn't
-    swap Embedding.weight": a no-op `to` of fake parameters swapped them) to the byte of 2 gloo ranks."""
+    swap Embedding.weight": `Module.to` swapped the fake parameters) to the byte of 2 gloo ranks, cast to bf16 too;
+    and for a GPU target, whose dtype the build's parameters are cast to."""
     (tmp_path / "tied.py").write_text(TIED_BUILD)
-    grid = {"model": f"{tmp_path / 'tied.py'}:build", "variant": "dense", "batch": 1, "context": 8, "fsdp": 2}
+    grid = {"model": f"{tmp_path / 'tied.py'}:build", "variant": "dense", "batch": 1, "context": 8, "fsdp": 2,
+            "dtype": dtype}
     (m,) = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "tied.csv", **grid)
     (p,) = api.predict(target="cpu", **grid)
     assert m.status == p.status == "ok", (m.error, p.error)
-    assert (m.step_peak_bytes, m.body_peak_bytes) == (p.step_peak_bytes, p.body_peak_bytes) == (505_756, 450_728)
+    assert (m.step_peak_bytes, m.body_peak_bytes) == (p.step_peak_bytes, p.body_peak_bytes) == peaks
+    (gpu,) = api.predict(target="h100-80gb", **{**grid, "dtype": "bf16"})
+    assert gpu.status == "ok", gpu.error

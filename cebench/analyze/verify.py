@@ -43,6 +43,7 @@ LOGIT_STD = 1.0  # h is scaled so that the logits' standard deviation is about t
 # What each semantics is checked at when not given (`Axis.verify`): non-trivial at the logits' scale.
 DEFAULT_SETTINGS: dict[str, str] = {a.name: a.verify for a in SEMANTICS if a.verify is not None}
 QUANTITIES = ("loss", "grad h", "grad weight")
+WORKLOADS = (LOSS, SAMPLE)  # what verify checks unless asked: each variant on its own workload
 NO_TARGET = "no target"  # the outcome of a shape whose every target --ignore-frac ignored: nothing to compare
 
 
@@ -167,13 +168,19 @@ class SamplerCheck:
 _BUILT: dict[str, Callable[..., torch.Tensor]] = {}
 
 
+def _form(variant: str, workload: str | None = None) -> variants.Variant:
+    """The variant as it runs on `workload` (None: its own; else one it has, its logits form say)."""
+    v = variants.get(variant)
+    return v if workload in (None, v.workload) else v.on(workload)
+
+
 def _built(variant: str, workload: str | None = None) -> Callable[..., torch.Tensor]:
     """The variant's callable on `workload` (None: its own; else one it has, its logits form
     say), built once per process: a compiled variant then compiles a handful of times for all
     cases and dtypes instead of once for each."""
-    v = variants.get(variant)
-    form = v if workload in (None, v.workload) else v.on(workload)
-    key = f"{variant}:{form.workload}:{id(v)}"  # a test may register another variant under a name again
+    form = _form(variant, workload)
+    # by the registered object too: a test may register another variant under a name again
+    key = f"{variant}:{form.workload}:{id(variants.get(variant))}"
     if key not in _BUILT:
         _BUILT[key] = form.build(fresh=False)
     return _BUILT[key]
@@ -345,7 +352,7 @@ def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF
         return check(variant, case, dtype, {}, tol, None, note, setting, NO_TARGET)
     if case.edge:
         outcome = _finding(got)
-        if case.tokens == 0 and variants.get(variant).load() is vendored_chunked_cross_entropy:
+        if case.tokens == 0 and _form(variant, workload).load() is vendored_chunked_cross_entropy:
             zero = got.loss is not None and got.loss.numel() == 1 and got.loss.item() == 0.0
             note = "0.0 for no rows: its own convention (torch's mean over no targets is NaN)"
             return check(variant, case, dtype, {}, tol, zero, note, setting, outcome)
@@ -405,7 +412,7 @@ def verify_sampler(variant: str, case: SampleCase, device: str = "cpu") -> Sampl
 
 
 def run_all(names: list[str], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,),
-            device: str = "cpu", workloads: Iterable[str] = (LOSS, SAMPLE),
+            device: str = "cpu", workloads: Iterable[str] = WORKLOADS,
             ) -> tuple[list[LossCheck], list[SamplerCheck], dict[str, str]]:
     """Every check on `device` (a kind, available here; default the CPU) for the named
     variants that run there, on each of `workloads` they have: loss variants (and their

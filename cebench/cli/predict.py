@@ -113,6 +113,6 @@ def fit_command(
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
     print_table(fit_table(fitted, unit), wide, columns)
-    out.print(fit_note(fitted), highlight=False)
+    out.print(fit_note(fitted, unit), highlight=False)
     if out_path is not None:
         out.print(f"{sum(f.answered for f in fitted.fits)} rows → {out_path}", highlight=False)

@@ -64,9 +64,9 @@ def verify(
     too), backpropagating a non-uniform upstream gradient. The error is max|got − ref| /
     max|ref| of the loss, ∇h and ∇weight at three shapes (N divisible by ce_chunk, not
     divisible, ce_chunk > N). What a mismatch looks like is said where it can be told. N = 0
-    and every target ignored are edge cases: what each variant does there is shown. With
-    --workload logits, each loss variant that has a form on given logits is checked on
-    N × vocab logits too (its loss and ∇logits, shown as ∇h). A
+    and every target ignored are edge cases: what each variant does there is shown.
+    --workload logits checks each loss variant's form on given N × vocab logits instead,
+    where it has one (its loss and ∇logits, shown as ∇h); loss,logits,sample checks all. A
     setting a variant does not support is shown, not failed. Samplers: a Pearson chi-square
     test of the draws against the exact softmax(logits / T) probabilities; a p-value below
     0.001 fails.

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cebench.core.axes import BY_NAME
-from cebench.core.config import LOSS, SAMPLE, WORKLOADS
+from cebench.core.config import SAMPLE
+from cebench.core.config import WORKLOADS as ALL_WORKLOADS
 from cebench.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def verify(*, variant: str | None = None, workload: str | None = None, device: s
     draws over a `vocab`-token vocabulary. `workload`: 'loss', 'logits' (each loss variant's form
     on given N × vocab logits, where it has one: loss and the logits' gradient) and 'sample',
     comma-separated (default: loss and sample, each variant on its own)."""
-    from cebench.analyze.verify import SampleCase, run_all, settings
+    from cebench.analyze.verify import WORKLOADS, SampleCase, run_all, settings
     from cebench.commands import arguments
     from cebench.core import devices
     from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
@@ -58,7 +59,7 @@ def verify(*, variant: str | None = None, workload: str | None = None, device: s
         raise UsageError(f"not a loss semantics (those are: {', '.join(a.name for a in SEMANTICS)})", unknown[0])
     matrix = settings({k: option_text(v) for k, v in semantics.items()})
 
-    chosen = parse_names(workload, list(WORKLOADS), "workload") if workload is not None else (LOSS, SAMPLE)
+    chosen = parse_names(workload, list(ALL_WORKLOADS), "workload") if workload is not None else WORKLOADS
     names = list(select_variants(variant, ",".join(chosen)))
     kind = devices.target(arguments.name(device, "device"), here=True).kind
     dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(kind))
@@ -73,6 +74,6 @@ def verify(*, variant: str | None = None, workload: str | None = None, device: s
         raise UsageError(f"{ce_chunk} must be a positive integer", "ce_chunk")
     check_temperature(temperature)
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
-    chosen_only = {} if workload is None else {"workloads": chosen}  # run_all's default: loss and sample
-    losses, samplers, skipped = run_all(names, dtypes, sample, matrix, kind, **chosen_only)
+    asked = {} if workload is None else {"workloads": chosen}  # else run_all's own default
+    losses, samplers, skipped = run_all(names, dtypes, sample, matrix, kind, **asked)
     return Verified(losses, samplers, skipped, matrix, kind)

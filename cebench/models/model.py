@@ -270,13 +270,20 @@ def _hf_model(text: str) -> Model:
     return Model(text, f"transformers, {source}", spec, n_params, spec.vocab, spec.d_model, hf)
 
 
-def _placed(body: nn.Module, device: torch.device, dtype: torch.dtype | None) -> bool:
-    """Whether every parameter and buffer of `body` is on `device` (an index left out matches
-    any) and, where floating point and `dtype` is given, of `dtype`."""
-    def placed(t: torch.Tensor) -> bool:
-        return (t.device.type == device.type and device.index in (None, t.device.index)
-                and (dtype is None or not t.is_floating_point() or t.dtype == dtype))
-    return all(placed(t) for t in (*body.parameters(), *body.buffers()))
+def _place(body: nn.Module, device: torch.device, dtype: torch.dtype | None) -> None:
+    """Move each parameter and buffer of `body` to `device` (a CUDA device without an index:
+    the current one) and cast each floating-point one to `dtype` (None: kept), in place
+    (`.data`): the parameters stay the same objects, so a tied head stays tied. Not
+    `Module.to`, which swaps fake parameters (a step predicted under FSDP) and fails."""
+    import torch
+
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    with torch.no_grad():
+        for t in (*body.parameters(), *body.buffers()):
+            cast = dtype if dtype is not None and t.is_floating_point() else t.dtype
+            if t.device != device or t.dtype != cast:
+                t.data = t.data.to(device=device, dtype=cast)
 
 
 def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> Built:
@@ -302,9 +309,7 @@ def _build(spec: str, device: torch.device | str, dtype: torch.dtype | None) -> 
             raise UsageError(f"{spec}: build() raised {describe(exc, 200)}", "model") from None
     built = check(returned, spec)
     body, head = built.body, built.head
-    tied = next((name for name, p in body.named_parameters() if p is head), None)
-    if not _placed(body, torch.device(device), dtype):  # a no-op `to` of fake parameters would try to swap them
-        body.to(device=device, dtype=dtype)  # a move across device types makes new parameters: look the head up again
-    if tied is not None:
-        return Built(body, body.get_parameter(tied))
+    _place(body, torch.device(device), dtype)
+    if any(p is head for p in body.parameters()):  # tied: the same parameter, moved in place
+        return built
     return Built(body, nn.Parameter(head.detach().to(device=device, dtype=dtype), requires_grad=head.requires_grad))

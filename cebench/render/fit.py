@@ -108,9 +108,10 @@ def _unsupported_cells(f: Fit, reasons: list[str], keys: list[str]) -> list[Text
     return [said.get(key, Text("–")) for key in keys]
 
 
-def fit_note(fitted: Fitted) -> str:
+def fit_note(fitted: Fitted, unit: str | None = None) -> str:
     """What the peaks include: the sizes searched at, the target, the inputs (a model's
-    whole step) and a named GPU's cuBLAS workspaces."""
+    whole step) and a named GPU's cuBLAS workspaces; where nothing fits, what would (bytes
+    in `unit`, as the table's)."""
     c = fitted.fits[0].config
     workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
     inputs = "the inputs h, weight, targets"
@@ -140,7 +141,7 @@ def fit_note(fitted: Fitted) -> str:
                 "predicted (time: the time model's step time at the max batch, a roofline over the traced ops "
                 "calibrated on published rows; cebench targets).")
     context = f"context {c.context:,}" + (f" ({fitted.context_from})" if fitted.context_from else "")
-    time += _nothing_fits(fitted)
+    time += _nothing_fits(fitted, unit)
     kept = (f"{format_percent(fitted.headroom)} of the budget" if fitted.headroom
             else "none of the budget (--headroom 0%)")
     return (f"{context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
@@ -148,21 +149,24 @@ def fit_note(fitted: Fitted) -> str:
             f"{kept} is kept free for them (--headroom).")
 
 
-def _nothing_fits(fitted: Fitted) -> str:
+def _nothing_fits(fitted: Fitted, unit: str | None) -> str:
     """Where not one sequence fits in any row that was predicted: what would let one fit (a
-    shorter context; with a model, checkpointing its blocks where not all rows did, and
-    sharding; a larger budget)."""
+    shorter context; with a model, checkpointing its blocks where not all rows did and
+    cebench checkpoints them (a preset or config.json), and sharding; a larger budget)."""
     predicted = [f for f in fitted.fits if not f.unsupported]
     if not predicted or any(f.batch for f in predicted):
         return ""
     c = predicted[0].config
     ways = ["a shorter --context"]
     if c.has_model:
-        if any(f.config.activation_checkpointing != Checkpointing.BLOCKS for f in predicted):
+        from cebench.models.model import resolve_model
+
+        if (resolve_model(c.model).spec is not None
+                and any(f.config.activation_checkpointing != Checkpointing.BLOCKS for f in predicted)):
             ways.append("--activation-checkpointing blocks")
         ways.append("--fsdp N (per rank)")
     ways.append("a larger --budget")
-    return (f" Not one sequence of {c.context:,} tokens fits in {format_bytes(fitted.limit)} in any row: try "
+    return (f" Not one sequence of {c.context:,} tokens fits in {format_bytes(fitted.limit, unit)} in any row: try "
             f"{', '.join(ways[:-1])} or {ways[-1]}.")
 
 

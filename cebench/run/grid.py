@@ -135,9 +135,9 @@ def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
 
 
 def _logits_rules(values: dict[str, tuple], given: Mapping[str, str | None], only: bool) -> None:
-    """The logits workload's rules: cross-entropy of given N × vocab logits has no projection,
-    so no model's step (a model runs the loss workload) and, where it is the only workload
-    (`only`), no --d-model."""
+    """The logits workload's rules, where the grid has points of it: cross-entropy of given
+    N × vocab logits has no projection, so no model's step (a model runs the loss workload)
+    and, where it is the only workload with points (`only`), no --d-model."""
     if any(m != NO_MODEL for m in values["model"]):
         raise UsageError("a model's step is a loss's: the logits workload has no projection and no model (use "
                          "--workload loss)", "model")
@@ -235,8 +235,10 @@ class GridOptions:
         grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
                     temperature=check_temperature(self.temperature), workloads=chosen)
         samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
-        if LOGITS in chosen or any(variants.get(n).workload == LOGITS for n in grid.variants):
-            _logits_rules(values, self.axes, only=chosen == (LOGITS,))
+        runs = {w for n in grid.variants for w in (chosen or (variants.get(n).workload,))
+                if w in variants.get(n).workloads}  # the workloads the grid has points of
+        if LOGITS in runs:
+            _logits_rules(values, self.axes, only=runs == {LOGITS})
         _check_rules(values, self.axes, samplers)
         if any(m != NO_MODEL for m in values["model"]):
             grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)))

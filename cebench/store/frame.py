@@ -32,7 +32,6 @@ from cebench.store.schema import (
     REQUIRED_VALUES,
     SAMPLES_COLUMNS,
     SCHEMA_VERSION,
-    SIGNED,
     STATUSES,
     Result,
     Status,
@@ -91,11 +90,10 @@ def validated(rows: Rows) -> pd.DataFrame:
         if len(bad):
             raise UsageError(f"{path}: row {bad.index[0] + 2}: column '{column}' has non-numeric value "
                              f"'{bad.iloc[0]}'")
-        impossible = raw[(numbers.abs() == math.inf) | ((numbers < 0) & (column not in SIGNED))]
+        impossible = raw[(numbers.abs() == math.inf) | (numbers < 0)]  # no number a row holds can be
         if len(impossible):
             raise UsageError(f"{path}: row {impossible.index[0] + 2}: column '{column}' has value "
-                             f"'{impossible.iloc[0]}', which it cannot hold (a count, size, time or rate: finite, "
-                             "not negative)")
+                             f"'{impossible.iloc[0]}', which it cannot hold (finite, not negative)")
         if column in INT_COLUMNS and ((numbers.dropna() % 1) != 0).any():
             raise UsageError(f"{path}: column '{column}' must hold whole numbers")
         frame[column] = numbers

@@ -182,9 +182,6 @@ COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED)
 BY_NAME: dict[str, Column] = {c.name: c for c in DECLARED}
 INT_COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED if c.kind == "int")
 FLOAT_COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED if c.kind == "float")
-# The numeric columns that may be negative (a difference of two times, which noise can make < 0); every
-# other number is a count, size, time or rate: finite and not negative.
-SIGNED: tuple[str, ...] = ("compile_s",)
 SAMPLES_COLUMNS: tuple[str, ...] = tuple(c.name for c in DECLARED if c.kind == "samples")
 # Columns later releases added, with the schema version that added them: an older file
 # without them loads with them as `BEFORE` says (empty; schema_version: 1).
