@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,13 @@ from pathlib import Path
 # limits and memory tests: 71 s with two threads each, 33 s with one). Set before torch is imported; the
 # processes the tests start inherit it. A test that asks for threads (--threads) still gets them.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# A suite started in the background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, so Python
+# installs no KeyboardInterrupt handler, in this process or in those it starts: the tests of a Ctrl-C would then
+# test the shell. Python's own handler, as an interactive start gives it (the processes started inherit the default
+# disposition, and install the same).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import matplotlib.pyplot  # noqa: F401  (imported here so that its objects are frozen below)
 import pandas as pd

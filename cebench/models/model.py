@@ -271,14 +271,12 @@ def _hf_model(text: str) -> Model:
 
 
 def _place(body: nn.Module, device: torch.device, dtype: torch.dtype | None) -> None:
-    """Move each parameter and buffer of `body` to `device` (a CUDA device without an index:
-    the current one) and cast each floating-point one to `dtype` (None: kept), in place
-    (`.data`): the parameters stay the same objects, so a tied head stays tied. Not
-    `Module.to`, which swaps fake parameters (a step predicted under FSDP) and fails."""
+    """Move each parameter and buffer of `body` to `device` (one without an index: the current
+    one of its kind, as `Tensor.to` takes it) and cast each floating-point one to `dtype`
+    (None: kept), in place (`.data`): the parameters stay the same objects, so a tied head
+    stays tied. Not `Module.to`, which swaps fake parameters (a step predicted under FSDP)."""
     import torch
 
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
     with torch.no_grad():
         for t in (*body.parameters(), *body.buffers()):
             cast = dtype if dtype is not None and t.is_floating_point() else t.dtype
