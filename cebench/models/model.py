@@ -103,6 +103,12 @@ class Model:
         return _build(self.name, device, dtype)
 
     @property
+    def checkpoints_blocks(self) -> bool:
+        """Whether cebench checkpoints this model's blocks (--activation-checkpointing blocks): a
+        preset's or a config.json's, which it builds; a user's build checkpoints its own body."""
+        return self.spec is not None
+
+    @property
     def softcap(self) -> float:
         return (self.spec.final_softcap if self.spec is not None else None) or 0.0
 

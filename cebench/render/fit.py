@@ -141,11 +141,11 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
                 "predicted (time: the time model's step time at the max batch, a roofline over the traced ops "
                 "calibrated on published rows; cebench targets).")
     context = f"context {c.context:,}" + (f" ({fitted.context_from})" if fitted.context_from else "")
-    time += _nothing_fits(fitted, unit)
     kept = (f"{format_percent(fitted.headroom)} of the budget" if fitted.headroom
             else "none of the budget (--headroom 0%)")
+    advice = _nothing_fits(fitted, unit)
     return (f"{context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
-            f"for {c.device} (peak includes {inputs}{workspaces}).{time} Not counted: {NOT_COUNTED}; "
+            f"for {c.device} (peak includes {inputs}{workspaces}).{time}{advice} Not counted: {NOT_COUNTED}; "
             f"{kept} is kept free for them (--headroom).")
 
 
@@ -161,7 +161,7 @@ def _nothing_fits(fitted: Fitted, unit: str | None) -> str:
     if c.has_model:
         from cebench.models.model import resolve_model
 
-        if (resolve_model(c.model).spec is not None
+        if (resolve_model(c.model).checkpoints_blocks
                 and any(f.config.activation_checkpointing != Checkpointing.BLOCKS for f in predicted)):
             ways.append("--activation-checkpointing blocks")
         ways.append("--fsdp N (per rank)")

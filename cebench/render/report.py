@@ -39,7 +39,7 @@ def column_keys(timed: bool | None = True) -> list[str]:
     """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns,
     False with its predicted time's, None with both (a file's rows may be either)."""
     times = {True: _TIME, False: _PREDICTED, None: _TIME + _PREDICTED}[timed]
-    return list(dict.fromkeys(key for key, _, _ in _MEMORY + _MODEL + times)) + ["status"]
+    return [key for key, _, _ in _MEMORY + _MODEL + times] + ["status"]
 
 
 def _share_cell(share: float | None, noise: bool) -> Text | str:

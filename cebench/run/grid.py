@@ -80,6 +80,12 @@ class Grid:
             variants.smoke_test(self.variants, self.device)
         return replace(self, variants=tuple(n for n in self.variants if n not in reasons)), reasons
 
+    def runs(self, name: str) -> list[str]:
+        """The workloads variant `name` has points of: each chosen workload it has
+        (`Variant.workloads`; none chosen: its own)."""
+        base = variants.get(name)
+        return [w for w in self.workloads or (base.workload,) if w in base.workloads]
+
     def expand(self) -> list[Config]:
         """Every point, grouped by shape so that the variants of one shape are adjacent
         (the last axes vary fastest: batch before context before d_model, vocab, dtype).
@@ -98,7 +104,7 @@ class Grid:
                 shape.update({name: getattr(model, name) for name in self.model_own})
             for name in self.variants:
                 base = variants.get(name)
-                for workload in [w for w in self.workloads or (base.workload,) if w in base.workloads]:
+                for workload in self.runs(name):
                     variant = base.on(workload)
                     own = shape if workload != SAMPLE else {**shape, **{a.name: a.off for a in SEMANTICS}}
                     if workload == LOGITS:
@@ -161,7 +167,7 @@ def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
             raise UsageError(axis.without_model, axis.name)
     resolved = [resolve_model(m) for m in models]
     values["model"] = tuple(dict.fromkeys(m.name for m in resolved))  # a preset by its name, not its Hugging Face id
-    builds = [m.name for m in resolved if m.spec is None]
+    builds = [m.name for m in resolved if not m.checkpoints_blocks]
     if builds and Checkpointing.BLOCKS in values["activation_checkpointing"]:
         raise UsageError(f"cebench checkpoints the blocks of a preset or config.json model; {builds[0]}'s body "
                          "checkpoints its own", "activation_checkpointing")
@@ -235,8 +241,7 @@ class GridOptions:
         grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
                     temperature=check_temperature(self.temperature), workloads=chosen)
         samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
-        runs = {w for n in grid.variants for w in (chosen or (variants.get(n).workload,))
-                if w in variants.get(n).workloads}  # the workloads the grid has points of
+        runs = {w for n in grid.variants for w in grid.runs(n)}  # the workloads the grid has points of
         if LOGITS in runs:
             _logits_rules(values, self.axes, only=runs == {LOGITS})
         _check_rules(values, self.axes, samplers)
