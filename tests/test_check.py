@@ -76,7 +76,7 @@ def test_baseline_peak_lowered_by_10_percent_fails(measured, tmp_path):
                                  "ignore_frac": 0, "softcap": 0, "label_smoothing": 0, "z_loss": 0,
                                  "reduction": "mean", "grads": "none", "retain_graph": "no", "model": "none",
                                  "optimizer": "none", "activation_checkpointing": "none", "fsdp": 1,
-                                 "compile": "none"}
+                                 "compile": "none", "tp": 1}
     assert finding["metric"] == "peak_delta_bytes"
     assert finding["change"] == pytest.approx(1 / 0.9 - 1, abs=1e-4)
     assert finding["current"] > finding["baseline"]

@@ -113,15 +113,15 @@ def test_added_columns_and_the_schema_version_come_from_the_declarations():
                      "predicted_floor_ms": 5, "grid": 5, "model": 6, "optimizer": 6, "activation_checkpointing": 6,
                      "n_params": 6, "model_state_bytes": 6, "step_peak_bytes": 6, "body_peak_bytes": 6,
                      "body_time_ms": 6, "fsdp": 7, "compile": 8, "predicted_time_ms": 9,
-                     "predicted_tokens_per_s": 9}
-    assert SCHEMA_VERSION == 9 == max(c.added for c in schema.DECLARED)
+                     "predicted_tokens_per_s": 9, "tp": 10}
+    assert SCHEMA_VERSION == 10 == max(c.added for c in schema.DECLARED)
     assert ADDED == {c.name: c.added for c in schema.DECLARED if c.added > 1}
     assert set(schema.BEFORE) == set(ADDED) and schema.BEFORE["schema_version"] == "1"
     # every row written before these axes existed had them off: no padding, plain mean CE, fresh gradients, the
     # loss alone
     semantics = {"ignore_frac": "0", "softcap": "0", "label_smoothing": "0", "z_loss": "0", "reduction": "mean",
                  "grads": "none", "retain_graph": "no", "model": "none", "optimizer": "none",
-                 "activation_checkpointing": "none", "fsdp": "1", "compile": "none"}
+                 "activation_checkpointing": "none", "fsdp": "1", "compile": "none", "tp": "1"}
     assert {k: schema.BEFORE[k] for k in semantics} == semantics
     assert {v for k, v in schema.BEFORE.items() if k not in ("schema_version", *semantics)} == {""}
 

@@ -174,7 +174,7 @@ def test_the_variants_declaring_their_loop():
     from cebench.losses import variants
 
     assert {v.name for v in variants.REGISTRY.values() if v.affine_in_rows and not v.compiled} == {
-        "dense", "chunked", "torch-lce", "hf-loss", "dense-sample", "chunked-sample"}
+        "dense", "chunked", "vocab-parallel", "torch-lce", "hf-loss", "dense-sample", "chunked-sample"}
 
 
 def test_a_user_build_is_traced_whole(tmp_path: Path):

@@ -456,6 +456,17 @@ AXES: tuple[Axis, ...] = (
          doc="ranks the `model`'s step was sharded over with FSDP2 (`fully_shard` on each block, then on the root; "
              "the optimizer on the shards); the memory columns are one rank's, the largest; 1: one process, "
              "unsharded", added=7, unit="ranks", label="FSDP ×{}", short="fsdp {}", requires=_MODEL_STEP),
+    Axis(name="tp", type=int, role=Role.MODEL, parse=parse_world, defaults={"*": "1"}, off=1, metavar="RANKS",
+         help="Ranks each layer of the model's step is split over with tensor parallelism (attention's and the MLP's "
+              "projections column- then row-wise, the embedding and the output head over the vocabulary, as "
+              "torchtitan splits a Llama; the loss on the vocabulary's shards), comma-separated; the world is "
+              "--fsdp × --tp ranks; memory is per rank; 1: unsplit; with --model (cebench's decoder).",
+         one="Ranks each layer is split over with tensor parallelism (the head over the vocabulary; the world is "
+             "--fsdp × --tp; 1: unsplit; with --model).",
+         doc="ranks each layer of the `model`'s step was split over with tensor parallelism (attention's and the "
+             "MLP's projections column- then row-wise, the embedding and the output head over the vocabulary; the "
+             "loss on the vocabulary's shards); the world is `fsdp` × `tp` ranks, the memory columns one rank's, "
+             "the largest; 1: unsplit", added=10, unit="ranks", label="TP ×{}", short="tp {}", requires=_MODEL_STEP),
     Axis(name="compile", type=Compile, role=Role.MODEL, parse=choices(Compile), defaults={"*": "none"},
          off=Compile.NONE,
          help="torch.compile of the model's blocks: none, blocks (each block compiled in place, as torchtune's "
@@ -481,6 +492,16 @@ def semantics_label(values: Mapping[str, object]) -> str:
     """'25% ignored · softcap 30' for a point's (or a row's) semantics that are not off; ''
     when every one is off. A missing or empty value counts as off."""
     return " · ".join(a.labelled(values.get(a.name)) for a in SEMANTICS if not a.is_off(values.get(a.name)))
+
+
+WORLD: tuple[str, ...] = ("fsdp", "tp")  # the axes whose ranks make a step's world, fsdp × tp
+
+
+def world_label(values: Mapping[str, object]) -> str:
+    """'FSDP ×2 · TP ×4': the labels of a point's (or a row's) world axes that are not off
+    ('' for one device)."""
+    return " · ".join(BY_NAME[name].labelled(values[name]) for name in WORLD
+                      if not BY_NAME[name].is_off(values.get(name)))
 
 
 def heading(values: Mapping[str, object]) -> str:

@@ -105,6 +105,7 @@ if TYPE_CHECKING:
         optimizer: Optimizer = Optimizer.NONE
         activation_checkpointing: Checkpointing = Checkpointing.NONE
         fsdp: int = 1
+        tp: int = 1
         compile: Compile = Compile.NONE
     # </generated>
 else:
@@ -129,8 +130,8 @@ class Config(_Fields):
 
     @property
     def world(self) -> int:
-        """How many ranks the step runs on (FSDP's world size; 1: one device, unsharded)."""
-        return self.fsdp
+        """How many ranks the step runs on: `fsdp` × `tp` (1: one device, unsharded)."""
+        return self.fsdp * self.tp
 
     @property
     def sharded(self) -> bool:

@@ -8,10 +8,11 @@ from `cebench.predict.costs`) takes
 seconds on a named GPU (`cebench.core.targets`: `peak` is its dense rate for the op's
 precision, `Target.peak`; `bandwidth` its memory's), where `e_class` is the
 efficiency of the op's class (elementwise, reduction, fused Triton loss kernel) and `launch`
-the fixed cost of one kernel. A collective (FSDP's all-gathers and reduce-scatters) takes
+the fixed cost of one kernel. A collective takes
 launch + the bytes each rank sends / the card's link bandwidth (`Target.link_bytes_per_s`,
-its datasheet's rate: no published row calibrates it), and runs beside the computation, as
-FSDP overlaps them: a step takes the longer of its collectives and everything else.
+its datasheet's rate: no published row calibrates it). FSDP's all-gathers and reduce-scatters
+run beside the computation, as FSDP overlaps them: a step takes the longer of those and
+everything else; tensor parallelism's (`IN_LINE`) are waited for where they run, and add.
 
 The efficiencies are the model's only fitted constants, one set per GPU family (`FAMILIES`),
 calibrated by `results/calibrate_time.py` on Liger-Kernel's 2024 timing rows alone
@@ -30,6 +31,9 @@ from cebench.core.targets import PRECISIONS, Target
 MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC = "matmul", "elementwise", "reduction", "fused", "sync"
 FP32, HALF, FP8 = PRECISIONS
 COLLECTIVE = "collective"
+# The collectives whose result the next op waits for (tensor parallelism's: DTensor's functional ones and the
+# vocab-parallel loss's all-reduces): they add to the step; the others (FSDP's gathers and reductions) overlap it.
+IN_LINE = frozenset({"all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "allreduce_"})
 CLASSES: tuple[str, ...] = (MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC, COLLECTIVE)
 SHORT_MS = 1.0  # below this a step is mostly fixed costs: launches and syncs, which the model knows least
 
@@ -111,10 +115,14 @@ def efficiency(target: Target) -> tuple[Efficiency | None, str]:
 def step_ms(ops: Mapping[OpCost, int], target: Target, constants: Efficiency | None = None) -> float | None:
     """The predicted time of a step that ran `ops` (each → how many times), in ms, on
     `target`, with `constants` (default: its family's, `efficiency`); None without any.
-    Collectives overlap the rest: the longer of the two."""
+    Collectives but those `IN_LINE` overlap the rest: the longer of the two."""
     constants = constants or efficiency(target)[0]
     if constants is None:
         return None
-    work = sum(n * constants.seconds(op, target) for op, n in ops.items() if op.kind != COLLECTIVE)
-    talk = sum(n * constants.seconds(op, target) for op, n in ops.items() if op.kind == COLLECTIVE)
+
+    def overlapped(op: OpCost) -> bool:
+        return op.kind == COLLECTIVE and op.op not in IN_LINE
+
+    work = sum(n * constants.seconds(op, target) for op, n in ops.items() if not overlapped(op))
+    talk = sum(n * constants.seconds(op, target) for op, n in ops.items() if overlapped(op))
     return max(work, talk) * 1e3

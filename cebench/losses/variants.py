@@ -130,7 +130,9 @@ class Variant:
     it has a meaning there (dense: `F.cross_entropy` of the given logits; Liger: its
     cross-entropy kernel): ``fn(logits, targets, **semantics)`` (`on`). `peer`: the peer's
     code it runs, which a prediction shows the target (`Peer`; every registered variant's is
-    shown it: `peer_modules`).
+    shown it: `peer_modules`). `on_vocab_shards`: the semantics it takes where the head weight
+    is split over the vocabulary (--tp), running on the shards themselves; None: there it runs
+    on the weight all-gathered whole (`cebench.losses.vocab_shards.form`).
     """
 
     name: str
@@ -155,6 +157,7 @@ class Variant:
     same_steps: str | None = None
     logits_fn: Fn | str | None = None
     peer: Peer | None = None
+    on_vocab_shards: frozenset[str] | None = None
 
     @property
     def workloads(self) -> tuple[str, ...]:
@@ -240,12 +243,16 @@ class Variant:
 
     def lacks(self, config: Config) -> str | None:
         """Why this variant cannot run `config`'s loss semantics (the features it asks for
-        that this variant does not take), or None when it can."""
-        missing = [a for a in FEATURES if a.name in config.features and a.name not in self.supports]
+        that this variant does not take, on a vocabulary-split head where --tp splits it), or
+        None when it can."""
+        split = config.tp > 1 and self.on_vocab_shards is not None
+        supports = self.on_vocab_shards if split and self.on_vocab_shards is not None else self.supports
+        missing = [a for a in FEATURES if a.name in config.features and a.name not in supports]
         if not missing:
             return None
         asked = ", ".join(f"{a.flag} {a.text(config.features[a.name])}" for a in missing)
-        return f"{self.name} does not support {asked}"
+        return f"{self.name} does not support {asked}" + (f" on a vocabulary split by --tp {config.tp}" if split
+                                                          else "")
 
     def interpreter_note(self, device: str) -> str:
         """'' or why this variant's numbers on `device` are not its hardware's."""
@@ -282,7 +289,7 @@ def register(variant: Variant) -> Variant:
 def compiled(base: Variant) -> Variant:
     """The `torch.compile`-wrapped twin of `base`, named '<base>-compiled'."""
     return replace(base, name=f"{base.name}{COMPILED}", compiled=True, baseline=False,
-                   summary=f"torch.compile({base.name})")
+                   summary=f"torch.compile({base.name})", on_vocab_shards=None)
 
 
 def from_callable(obj: object, name: str, origin: str, where: str) -> Variant:
@@ -386,15 +393,21 @@ def baseline(workload: str) -> str | None:
 _IMPL = "cebench.losses.builtin"
 # What dense and Liger implement: every loss semantics that is a keyword today (a new one joins when they implement it).
 ALL_FEATURES = frozenset({"softcap", "label_smoothing", "z_loss", "reduction"})
+# torch's loss_parallel() takes neither label smoothing nor the log-sum-exp a z-loss needs.
 _dense = register(Variant("dense", LOSS, f"{_IMPL}:dense_cross_entropy", chunked=False, compiled=False,
                           summary="F.linear + F.cross_entropy on fp32-upcast full logits (logits: F.cross_entropy "
-                                  "of the given logits)", baseline=True,
-                          supports=ALL_FEATURES, affine_in_rows=True, logits_fn=f"{_IMPL}:logits_cross_entropy"))
+                                  "of the given logits; --tp: under loss_parallel())", baseline=True,
+                          supports=ALL_FEATURES, affine_in_rows=True, logits_fn=f"{_IMPL}:logits_cross_entropy",
+                          on_vocab_shards=frozenset({"softcap", "reduction"})))
 _chunked = register(Variant("chunked", LOSS, f"{_IMPL}:vendored_chunked_cross_entropy", chunked=True,
                             compiled=False, summary="vendored chunked_cross_entropy (checkpointed chunks)",
                             affine_in_rows=True))
 register(compiled(_dense))
 register(compiled(_chunked))
+register(Variant("vocab-parallel", LOSS, "cebench.losses.vocab_shards:vocab_parallel_cross_entropy", chunked=True,
+                 compiled=False, summary="Megatron-LM's vocab-parallel cross-entropy on each rank's vocabulary "
+                                         "shard (--tp), checkpointed chunks", on_request=True,
+                 supports=ALL_FEATURES, affine_in_rows=True, on_vocab_shards=ALL_FEATURES))
 TORCH_LCE = Requires(torch_attr="linear_cross_entropy", torch_version="2.13")
 LCE_FEATURES = frozenset({"label_smoothing", "reduction"})
 # torch's linear cross-entropy branches on its input's device: shown the target, like a peer's code.

@@ -48,6 +48,12 @@ class Root(nn.Module):
         return loss(h.reshape(-1, h.shape[-1]), self.head)
 
 
+def root(built: Built) -> Built:
+    """`built` as the `Root` of a step that FSDP does not shard (one split by --tp alone)."""
+    body = Root(built)
+    return Built(body, body.head)
+
+
 def shard(built: Built, mesh: DeviceMesh) -> Built:
     """`built` under FSDP2 over `mesh`: each block, then the `Root` (default settings:
     blocks reshard after forward, the root does not; one block prefetched). Its body is the

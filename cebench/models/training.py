@@ -11,6 +11,7 @@ loss costs inside the model.
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -19,14 +20,15 @@ import torch
 import torch.nn.functional as F
 
 from cebench.core import devices
-from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Compile, Optimizer, YesNo
+from cebench.core.axes import BY_NAME, MAX_WORLD, MODEL_AXES, SEMANTICS, Checkpointing, Compile, Optimizer, YesNo
 from cebench.core.config import Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import storage_bytes
 from cebench.core.torch_names import dynamo_reset, foreach_devices
+from cebench.losses import vocab_shards
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
-from cebench.models import fsdp
+from cebench.models import fsdp, tensor_parallel
 from cebench.models.contract import Built, blocks
 from cebench.models.model import Model, resolve_model
 from cebench.predict.shims.optim import any_device
@@ -136,8 +138,9 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
                checkpointing: Checkpointing, target: devices.Device, mesh: DeviceMesh | None = None,
                stand_in: bool = False, compiled: bool = False) -> tuple[Built, torch.optim.Optimizer | None]:
     """`model` built on `device` in `dtype` (parameters drawn with a fixed seed), its blocks
-    checkpointed as `checkpointing` says, sharded with FSDP over `mesh` when given
-    (`fsdp.shard`), and its optimizer `optimizer_name` over its (sharded) parameters;
+    checkpointed as `checkpointing` says, in the world of `mesh` when given: split over its
+    TP dimension (`tensor_parallel.split`), sharded with FSDP over the other (`fsdp.shard`),
+    and its optimizer `optimizer_name` over its (sharded) parameters;
     `compiled`: each block compiled in place (`nn.Module.compile()`, Dynamo's caches
     emptied first, so that the first step compiles), on a real device only (a step on meta
     runs each as inductor's code runs it: `cebench.predict.trace`). On
@@ -151,7 +154,10 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
     blocks = checkpointing == Checkpointing.BLOCKS
     built = model.build(device, dtype, checkpointing=blocks, attention=target if stand_in else None)
     if mesh is not None:
-        built = fsdp.shard(built, mesh)
+        sharded, split = tensor_parallel.parts(mesh)
+        if split is not None:
+            built = tensor_parallel.split(built, split)
+        built = fsdp.shard(built, sharded) if sharded is not None else fsdp.root(built)
     if compiled:
         compile_blocks(built.body, model.name, real=not stand_in)
     params = built.params
@@ -227,12 +233,28 @@ class InBackward(_FusedAdamW):
 
 
 def unsharded_only(config: Config) -> str | None:
-    """Why `config`'s step cannot be sharded as it asks (None: it can), measured or predicted:
-    an optimizer stepped in backward steps each parameter from the hook of its gradient's
-    accumulation, which FSDP, setting the sharded gradients itself, never runs; compiled
-    blocks are compiled in an unsharded model only."""
+    """Why `config`'s step cannot be sharded or split as it asks (None: it can), measured or
+    predicted: --tp splits what `tensor_parallel.unsupported_reason` allows, a compiled loss
+    runs on an unsplit head only; an optimizer stepped in backward steps each parameter from
+    the hook of its gradient's accumulation, which FSDP, setting the sharded gradients itself,
+    never runs; compiled blocks are compiled in an unsharded model only."""
     if not config.sharded:
         return None
+    if config.tp > 1:
+        from cebench.losses import variants
+
+        if config.world > MAX_WORLD:
+            return f"--fsdp {config.fsdp} × --tp {config.tp} is {config.world:,} ranks, more than {MAX_WORLD:,}"
+        if reason := tensor_parallel.unsupported_reason(resolve_model(config.model), config.tp):
+            return reason
+        if config.context % config.tp:
+            return (f"--tp {config.tp} splits the sequence between the layers (sequence parallelism, as torchtitan): "
+                    f"context {config.context} is not a multiple of it")
+        if config.variant != BODY and variants.get(config.variant).compiles:
+            return f"{config.variant} runs on an unsplit head only (--tp 1): cebench compiles no loss on DTensors"
+        if config.optimizer == Optimizer.ADAMW_IN_BACKWARD or config.compile == Compile.BLOCKS:
+            what = Optimizer.ADAMW_IN_BACKWARD.value if config.compile != Compile.BLOCKS else "compiled blocks"
+            return f"{what} runs unsplit and unsharded only (--fsdp 1 --tp 1)"
     if config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
         return (f"{Optimizer.ADAMW_IN_BACKWARD.value} runs unsharded only (--fsdp 1): FSDP sets the sharded "
                 "gradients itself, past the hooks that step it")
@@ -248,12 +270,15 @@ def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Confi
     features, retain = config.features, config.retain_graph == YesNo.YES
     optimizer = training.optimizer
 
+    if config.tp > 1:  # the head weight is split over the vocabulary
+        fn = vocab_shards.stand_in if config.variant == BODY else vocab_shards.form(fn, _on_shards(config))
+
     def loss(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return fn(h, weight, training.targets, config.ce_chunk, **features)
 
     def forward() -> torch.Tensor:
         if training.sharded:  # the loss runs inside the root's forward, on the head FSDP gathered
-            return body(training.ids, loss)
+            return vocab_shards.plain(body(training.ids, loss))
         h = body(training.ids)
         return loss(h.reshape(-1, h.shape[-1]), head)
 
@@ -264,12 +289,32 @@ def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Confi
         training.zero_grad()
 
     def run() -> None:
-        finish(forward())
+        with _split_loss(config):
+            finish(forward())
 
     def check() -> str:
-        loss = forward()
-        problem = not_finite(loss)
-        finish(loss)
+        with _split_loss(config):
+            loss = forward()
+            problem = not_finite(loss)
+            finish(loss)
         return problem
 
     return Step(lambda: None, run, check)
+
+
+def _on_shards(config: Config) -> bool:
+    """Whether `config`'s loss runs on the vocabulary's shards themselves under --tp (else on
+    the head weight all-gathered: `vocab_shards.form`)."""
+    from cebench.losses import variants
+
+    return variants.of(config).on_vocab_shards is not None
+
+
+def _split_loss(config: Config) -> contextlib.AbstractContextManager[None]:
+    """torch's `loss_parallel()` around a step whose head --tp splits (what `dense` on the
+    shards runs under, forward and backward); else nothing."""
+    if config.tp == 1:
+        return contextlib.nullcontext()
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    return loss_parallel()

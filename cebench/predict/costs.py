@@ -18,8 +18,9 @@ gradient, in place). Cut Cross-Entropy's kernels hold its matmuls, which no form
 counts: such a step's time is not predicted (`Variant.kernel_matmuls`). A kernel inductor
 generated (compiled code, run on meta by `cebench.predict.compiled`) is counted as such a
 fused kernel too, its buffers read or written once; the matmuls it leaves to cuBLAS are
-ATen ops. A collective (`c10d`: FSDP's all-gathers and reduce-scatters, on a fake process
-group) sends what a ring sends from one rank (`_sent`).
+ATen ops. A collective (`c10d`: FSDP's all-gathers and reduce-scatters, the vocab-parallel
+loss's all-reduces; `_c10d_functional`: DTensor's, under --tp; on a fake process group) sends
+what a ring sends from one rank (`_sent`).
 """
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def _sent(name: str, tensors: list[torch.Tensor]) -> int:
     sizes = sorted(map(tensor_bytes, tensors))
     if not sizes:
         return 0
-    if "allreduce" in name:
+    if "allreduce" in name or "all_reduce" in name:
         return 2 * sum(sizes)
     return sizes[-1] - sizes[0] if len(sizes) > 1 else sizes[0]
 
@@ -128,7 +129,7 @@ class Costs:
         if not inputs and not outputs:
             return
         precision = _precision(inputs or outputs)
-        if func.namespace == "c10d":
+        if func.namespace in ("c10d", "_c10d_functional"):
             self._add(OpCost(COLLECTIVE, precision, 0, _sent(name, inputs), name))
             return
         formula = _formulas().get(packet(func))

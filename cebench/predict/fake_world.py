@@ -30,6 +30,8 @@ import torch
 from cebench.core.errors import InputWarning
 from cebench.core.patched import resolve
 from cebench.core.torch_names import FakeTensorMode, OpOverload, schema
+from cebench.models import tensor_parallel
+from cebench.predict.shims import dtensor
 from cebench.predict.shims.fsdp import PARAM, PARAM_GROUP, SCOPES
 from cebench.predict.shims.process import excepthook_kept, without_gc
 
@@ -42,6 +44,12 @@ NOTICE_RANKS = 1_024
 
 # Ops that write into the outputs they are given and allocate nothing else (FSDP2's are defined with
 # torch.library.Library, so the tracker would otherwise call them opaque).
+# DTensor's functional collectives (--tp): out of place, each allocates its output, which its wait returns (on a
+# real process group the wait returns its input: `WAIT`).
+FUNCTIONAL = frozenset({"_c10d_functional::all_reduce", "_c10d_functional::all_gather_into_tensor",
+                        "_c10d_functional::reduce_scatter_tensor", "_c10d_functional::wait_tensor"})
+WAIT = "_c10d_functional::wait_tensor"
+
 WRITES_INTO = frozenset({
     "fsdp::all_gather_copy_in", "fsdp::split_with_sizes_copy", "fsdp::chunk_cat",
     "c10d::_allgather_base_", "c10d::_reduce_scatter_base_", "c10d::allgather_into_tensor_coalesced_",
@@ -50,18 +58,24 @@ WRITES_INTO = frozenset({
 })
 
 
-def gloo_temporaries(func: OpOverload, args: tuple) -> list[int]:
+def gloo_temporaries(func: OpOverload, args: tuple) -> tuple[list[int], list[int]]:
     """The bytes of each buffer ProcessGroupGloo holds inside collective `func` on CPU, all at
     once at its highest, all freed before it returns (read from the profiler's events of a
-    two-rank step): an all-gather, one buffer of its output's size; a reduce-scatter, a
-    clone of its input, and while it averages a double scalar and its cast to the input's
-    dtype. Other ops: none."""
+    two-rank step): (those held before its output is made, those after). FSDP2's collectives,
+    which write into outputs given: an all-gather, one buffer of its output's size; a
+    reduce-scatter, a clone of its input, and while it averages a double scalar and its cast
+    to the input's dtype. DTensor's functional ones, after their output: an all-gather, a
+    buffer of the output's size; a reduce-scatter, a clone of its input. Other ops: none."""
     name = schema(func).name
     if name == "c10d::_allgather_base_":
-        return [args[0].untyped_storage().nbytes()]
+        return [args[0].untyped_storage().nbytes()], []
     if name == "c10d::_reduce_scatter_base_":
-        return [args[1].untyped_storage().nbytes(), 8, args[1].element_size()]
-    return []
+        return [args[1].untyped_storage().nbytes(), 8, args[1].element_size()], []
+    if name == "_c10d_functional::all_gather_into_tensor":
+        return [], [args[0].untyped_storage().nbytes() * args[1]]
+    if name == "_c10d_functional::reduce_scatter_tensor":
+        return [], [args[0].untyped_storage().nbytes()]
+    return [], []
 
 
 # What a CPU target's sharded prediction has not matched: gloo ranks measured more than predicted in worlds whose
@@ -80,9 +94,11 @@ IN_FLIGHT = "fsdp "  # what the op of a storage FSDP made while gathering or red
 
 
 class Follower(Protocol):
-    """What `follow` reports to: a tracker that counts a storage (again) and names its maker."""
+    """What `follow` reports to: a tracker that counts a storage (again) and names its maker,
+    and counts nothing while `paused` > 0."""
 
     scope: str
+    paused: int
 
     def track(self, tensor: torch.Tensor) -> None: ...
 
@@ -91,8 +107,9 @@ class Follower(Protocol):
 def follow(tracker: Follower) -> Iterator[None]:
     """Report each storage FSDP2 resizes (its unsharded parameters', gathered and freed) to
     `tracker.track`, and set `tracker.scope` to `IN_FLIGHT` + what FSDP is doing while it
-    gathers, copies out, reduces or resizes. FSDP2's functions are private: `_fsdp_param`'s,
-    and the names `_fsdp_param_group` imported."""
+    gathers, copies out, reduces or resizes; pause `tracker` while DTensor propagates an op's
+    sharding (its fake tensors have the op's global shapes, not this rank's). FSDP2's
+    functions are private: `_fsdp_param`'s, and the names `_fsdp_param_group` imported."""
     param, param_group = resolve(PARAM.owner), resolve(PARAM_GROUP.owner)
 
     def scoped(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -110,19 +127,28 @@ def follow(tracker: Follower) -> Iterator[None]:
             scoped(tracker.track, "unsharded parameter")(tensor)
         return run
 
+    def pause() -> None:
+        tracker.paused += 1
+
+    def resume() -> None:
+        tracker.paused -= 1
+
     storage = {"alloc_storage": resized(param.alloc_storage), "free_storage": resized(param.free_storage)}
     collectives = {name: scoped(getattr(param_group, name), what) for name, what in SCOPES.items()}
-    with PARAM(storage), PARAM_GROUP({"alloc_storage": storage["alloc_storage"], **collectives}):
+    with PARAM(storage), PARAM_GROUP({"alloc_storage": storage["alloc_storage"], **collectives}), \
+            dtensor.propagating(pause, resume):
         yield
 
 
 @dataclass
 class World:
-    """Rank 0 of a fake world of `size` ranks: the CPU device `mesh` to shard over, the fake
+    """Rank 0 of a fake world of `size` ranks, `tp` to a TP group: the CPU device `mesh` to
+    shard and split over (`tensor_parallel.world_mesh`), the fake
     `mode` its tensors live in, and what callers keep in it (`models`: a model built and
     settled there, by their key), which lives as long as the world."""
 
     size: int
+    tp: int
     mesh: DeviceMesh
     mode: FakeTensorMode
     models: dict[Hashable, Any] = field(default_factory=dict)
@@ -156,33 +182,34 @@ def session() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def fake_world(world: int) -> Iterator[World]:
-    """Rank 0 of a fake process group of `world` ranks in this process, under its
-    `FakeTensorMode`: a new one, closed on exit, or inside a `session` the one it keeps.
-    The cyclic garbage collector waits meanwhile, so that its timing cannot reorder the frees
-    of two traces that a `cebench.predict.series` aligns (no peak was seen to change).
+def fake_world(world: int, tp: int = 1) -> Iterator[World]:
+    """Rank 0 of a fake process group of `world` ranks (`tp` to a TP group) in this process,
+    under its `FakeTensorMode` (a device mesh's concatenation outside it, DTensor's sharding
+    propagation cached in it: `shims.dtensor`): a new one, closed on exit, or inside a
+    `session` the one it keeps. The cyclic garbage collector waits meanwhile, so that its
+    timing cannot reorder the frees of two traces that a `cebench.predict.series` aligns (no peak was seen to change).
     `RuntimeError` inside a process group: a measured rank predicts nothing."""
     current = _session[-1] if _session else None
     if current is None:
-        opened = _open(world)
+        opened = _open(world, tp)
     else:
-        if current.world is not None and current.world.size != world:
+        if current.world is not None and (current.world.size, current.world.tp) != (world, tp):
             _close(current.world)
             current.world = None
-        opened = current.world = current.world or _open(world)
+        opened = current.world = current.world or _open(world, tp)
     try:
-        with without_gc(), opened.mode:
+        with without_gc(), dtensor.real_mesh_concatenation(), dtensor.cached_propagation(), \
+                opened.mode:
             yield opened
     finally:
         if current is None:
             _close(opened)
 
 
-def _open(world: int) -> World:
+def _open(world: int, tp: int) -> World:
     """A new fake world of `world` ranks (`fake_world`), announced (`InputWarning`) beyond
     `NOTICE_RANKS` ranks."""
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
     if world > NOTICE_RANKS:
         warnings.warn(InputWarning(f"--fsdp {world}: building a fake world of {world:,} ranks to predict rank 0's "
@@ -192,11 +219,11 @@ def _open(world: int) -> World:
     with excepthook_kept():  # an in-process store: torch 2.8's fake backend still rendezvouses (env://) without one
         dist.init_process_group("fake", store=dist.HashStore(), rank=0, world_size=world)
     try:
-        mesh = init_device_mesh("cpu", (world,))  # before fake mode: a mesh's setup reads real tensors
+        mesh = tensor_parallel.world_mesh("cpu", world // tp, tp)  # before fake mode (its setup reads real tensors)
     except BaseException:
         dist.destroy_process_group()
         raise
-    return World(world, mesh, FakeTensorMode(allow_non_fake_inputs=True))
+    return World(world, tp, mesh, FakeTensorMode(allow_non_fake_inputs=True))
 
 
 def _close(world: World) -> None:

@@ -90,8 +90,7 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
             if time_ms < timemodel.SHORT_MS and target is not None else "",
             "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
             "compiled rows)" if generated else "",
-            "time: FSDP's collectives at the link's datasheet rate (not calibrated), overlapped with the rest"
-            if config.sharded else "")))
+            _collectives_note(config) if config.sharded else "")))
     result.note = "; ".join(filter(None, (result.note, said)))
 
 
@@ -252,3 +251,13 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     batch = largest_fitting(peak, budget, guess, cap)
     time_ms = series.predicted(replace(config, batch=batch), flops=False, shared=True)[0].time_ms if batch else None
     return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache), time_ms)
+
+
+def _collectives_note(config: Config) -> str:
+    """What a sharded or split row's time says of its collectives."""
+    if config.tp == 1:
+        return "time: FSDP's collectives at the link's datasheet rate (not calibrated), overlapped with the rest"
+    if config.fsdp == 1:
+        return "time: tensor parallelism's collectives at the link's datasheet rate (not calibrated), each waited for"
+    return ("time: collectives at the link's datasheet rate (not calibrated), FSDP's overlapped with the rest, tensor "
+            "parallelism's each waited for")

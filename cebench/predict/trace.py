@@ -329,7 +329,7 @@ def _world(config: Config) -> Iterator[fake_world.World | None]:
     if not config.sharded or not config.has_model:
         yield None
         return
-    with fake_world.fake_world(config.world) as world:
+    with fake_world.fake_world(config.world, config.tp) as world:
         yield world
 
 

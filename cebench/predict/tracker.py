@@ -61,14 +61,15 @@ from cebench.measure.timeline import (
     op_name,
 )
 from cebench.models.fsdp import local
-from cebench.predict.fake_world import WRITES_INTO
+from cebench.predict.fake_world import FUNCTIONAL, WAIT, WRITES_INTO
 from cebench.predict.op_cache import OpCache
 
 # What the tracker shows each op it runs (func, args, kwargs, outputs), a custom op's Python kernel's too: a FLOP
 # count (`shims.flop_counter.count_op` on a counter), the ops' costs (`Costs.op`), a time model.
 Observer = Callable[[OpOverload, tuple, dict, object], None]
-# The bytes of the buffers a collective (func, args) holds inside itself (`fake_world.gloo_temporaries`).
-Temporaries = Callable[[OpOverload, tuple], list[int]]
+# The bytes of the buffers a collective (func, args) holds inside itself, (before its output is made, after)
+# (`fake_world.gloo_temporaries`).
+Temporaries = Callable[[OpOverload, tuple], tuple[list[int], list[int]]]
 Recorded = TypeVar("Recorded")  # what a tracker records besides the bytes (`StorageTracker.recorded`)
 
 # ATen ops that run on cuBLAS on a GPU (each thread that runs one gets a cuBLAS handle and workspace).
@@ -105,6 +106,7 @@ class StorageTracker(TorchDispatchMode, Generic[Recorded]):
         self.opaque: set[str] = set()  # custom ops seen: their internal buffers are invisible here
         self.transparent: set[str] = set()  # custom ops run by their Python kernel: their buffers are seen
         self.scope = ""  # what FSDP is doing, when its storages are made (`fake_world.follow`): their op's name
+        self.paused = 0  # > 0: no op is counted or shown (DTensor propagating an op's sharding: `fake_world.follow`)
 
     def _release(self, key: int) -> None:
         self.current -= self._sizes.pop(key, 0)
@@ -146,18 +148,25 @@ class StorageTracker(TorchDispatchMode, Generic[Recorded]):
         self._changed(key, tensor)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if _dtensor_in(types):  # DTensor runs its local ops (and collectives), which come back here
+            return NotImplemented
+        if self.paused:  # DTensor finding an op's output shapes on global-shape tensors: no work of this rank's
+            return func(*args, **(kwargs or {}))
         if func is _ADD and not kwargs and (into := accumulated_into(args)) is not None:
             out = into.add_(args[1])  # below this mode: no new storage
             for observe in self._observers:
                 observe(func, args, {}, out)
             return out
         kernel = None
-        if self._temporaries is not None:
-            self._hold(self._temporaries(func, args), _device_type(args))
-        if func.namespace not in ("aten", "prims", "profiler") and schema(func).name not in WRITES_INTO:
+        name = schema(func).name
+        if name == WAIT:  # on a real process group it returns its input (a fake kernel makes a new tensor)
+            return args[0]
+        before, after = self._temporaries(func, args) if self._temporaries is not None else ([], [])
+        self._hold(before, _device_type(args))
+        if func.namespace not in ("aten", "prims", "profiler") and name not in WRITES_INTO and name not in FUNCTIONAL:
             kernel = custom_op_kernel(func, _device_type(args))  # profiler: record_function marks (optimizers)
             (self.opaque if kernel is None else self.transparent).add(str(func))
-        elif schema(func).name.removeprefix("aten::") in BLAS_OPS:
+        elif name.removeprefix("aten::") in BLAS_OPS:
             self.blas.add(FORWARD if current_autograd_node() is None else BACKWARD)
         if kernel is not None:
             with self:  # the kernel's own ops come through here (and through any mode below: a FLOP counter)
@@ -172,11 +181,14 @@ class StorageTracker(TorchDispatchMode, Generic[Recorded]):
         for value in pytree.tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
                 self.track(value)
+        self._hold(after, _device_type(args))
         return out
 
 
     def _hold(self, sizes: list[int], device: str | None) -> None:
         """Count buffers of `sizes` bytes held at once for a moment (inside an op)."""
+        if not sizes:
+            return
         held = [torch.empty(n, dtype=torch.uint8, device=device) for n in sizes]
         for buffer in held:
             self.track(buffer)
@@ -184,6 +196,13 @@ class StorageTracker(TorchDispatchMode, Generic[Recorded]):
 
 
 _ADD = torch.ops.aten.add.Tensor
+
+
+def _dtensor_in(types: Sequence[type]) -> bool:
+    """Whether a DTensor is among an op's argument `types` (none can be before DTensor's
+    module is imported)."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and module.DTensor in types
 
 
 def accumulated_into(args: tuple) -> torch.Tensor | None:

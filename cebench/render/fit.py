@@ -125,6 +125,8 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
         sharded = any(f.config.sharded for f in fitted.fits)
         ranks = (", with FSDP one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
                  "max batch is per rank" if sharded else "")
+        if any(f.config.tp > 1 for f in fitted.fits):
+            ranks += " (under --tp a TP group's ranks share its batch, and its tokens/s)"
         from cebench.models.model import resolve_model
 
         modelled = resolve_model(c.model).modelled_as

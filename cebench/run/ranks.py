@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 from cebench.core import devices
 from cebench.core.errors import describe
 from cebench.core.memory import MemoryReading
+from cebench.models import tensor_parallel
+from cebench.predict.shims import dtensor
 from cebench.predict.shims.fsdp import COLLECTIVES, DISTRIBUTED
 from cebench.run import isolate
 from cebench.run.isolate import Child, Outcome
@@ -68,9 +70,10 @@ def share(threads: int | None, world: int) -> int:
 
 
 def launch(fn: Callable[..., Any], args: tuple[Any, ...], world: int, child: Child,
-           timeout_s: float | None) -> Outcome:
-    """`fn(mesh, *args)` in each of `world` ranks (see the module), `mesh` their 1-D device
-    mesh, each set up as `child` but for its device index (its rank), waiting at most
+           timeout_s: float | None, tp: int = 1) -> Outcome:
+    """`fn(mesh, *args)` in each of `world` ranks (see the module), `mesh` their device mesh
+    (`tensor_parallel.world_mesh`: 1-D, or world / `tp` × `tp` ranks), each set up as `child`
+    but for its device index (its rank), waiting at most
     `timeout_s` seconds (None, or above `guard.NO_LIMIT_S`: no limit) for them all. An ok
     `Outcome`'s value is the list of the ranks' values, by rank; else it is the first rank's
     failure ('rank R: …'), or the timeout. Every rank process has ended when it returns.
@@ -83,7 +86,7 @@ def launch(fn: Callable[..., Any], args: tuple[Any, ...], world: int, child: Chi
         store = "file://" + os.path.join(folder, "store")
         try:
             for rank in range(world):
-                joined = functools.partial(_joined, store, rank, world, child.device, fn)
+                joined = functools.partial(_joined, store, rank, world, tp, child.device, fn)
                 started.append(isolate.start(joined, args, replace(child, device_index=rank), _environ(rank, world)))
             outcome = _gather(started, deadline)
             if outcome.status == Status.TIMEOUT:
@@ -137,16 +140,16 @@ class _Failed:
     error: str
 
 
-def _joined(store: str, rank: int, world: int, device: str, fn: Callable[..., Any], *args: Any) -> Any:
+def _joined(store: str, rank: int, world: int, tp: int, device: str, fn: Callable[..., Any], *args: Any) -> Any:
     """In rank `rank`: join the process group of `world` ranks at `store` through `device`'s
-    backend, and return `fn(mesh, *args)`, or `_Failed` when anything raises."""
+    backend, and return `fn(mesh, *args)` (`mesh`: `tp` ranks to a TP group), or `_Failed` when
+    anything raises."""
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
     kind = devices.get(device)
     try:
         dist.init_process_group(kind.backend(), init_method=store, rank=rank, world_size=world)
-        value = fn(init_device_mesh(kind.kind, (world,)), *args)
+        value = fn(tensor_parallel.world_mesh(kind.kind, world // tp, tp), *args)
     except BaseException as exc:  # noqa: BLE001 - the point's row says what happened
         # The group is left as it is: this rank's exit, after it has answered, ends it, so that what its end
         # makes the others raise comes later.
@@ -199,7 +202,7 @@ def peak(device: devices.Device, step: Callable[[], object], live: Sequence[torc
     collective has returned. Should that thread drop the last reference, the free happens
     where the profiler records no allocator events: the running sum stays high for the rest
     of the step, and the step's events no longer net to 0 (`MemoryReading.net_bytes`).
-    Hence, in this memory pass only (`_settled`): each collective FSDP2 calls (`COLLECTIVES`)
+    Hence, in this memory pass only (`_settled`): each collective FSDP2 or a loss calls (`COLLECTIVES`)
     keeps its work on the calling thread for `SETTLE_S` after it is done, by which time the
     worker has let go, so that the calling thread frees what it held; and the step is
     profiled again, up to `ATTEMPTS` times, until every rank has had a step whose events net
@@ -231,8 +234,10 @@ def peak(device: devices.Device, step: Callable[[], object], live: Sequence[torc
 
 @contextlib.contextmanager
 def _settled() -> Iterator[None]:
-    """Within: each of FSDP2's collectives (`COLLECTIVES`, which it calls synchronously)
-    runs asynchronously, is waited for, and its work is dropped `SETTLE_S` after it is done."""
+    """Within: each of the collectives FSDP2 and a loss call (`COLLECTIVES`, synchronously)
+    runs asynchronously, is waited for, and its work is dropped `SETTLE_S` after it is done;
+    each of DTensor's functional collectives (--tp) is waited for `SETTLE_S` after it is done
+    and its work dropped `SETTLE_S` later (`dtensor.settled_waits`)."""
     import torch.distributed as dist
 
     def settled(collective: Callable[..., Any]) -> Callable[..., Any]:
@@ -247,7 +252,7 @@ def _settled() -> Iterator[None]:
 
         return call
 
-    with DISTRIBUTED({name: settled(getattr(dist, name)) for name in COLLECTIVES}):
+    with DISTRIBUTED({name: settled(getattr(dist, name)) for name in COLLECTIVES}), dtensor.settled_waits(SETTLE_S):
         yield
 
 

@@ -218,7 +218,7 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
         return failed(Status.UNSUPPORTED, reason)
     key = _body_key(config, settings, threads)
     outcome = ranks.launch(_rank, (config, settings, key not in _BODY), config.world, replace(child, threads=threads),
-                           timeout_s)
+                           timeout_s, tp=config.tp)
     if outcome.status != Status.OK:
         return failed(outcome.status, outcome.error)
     done: list[_Rank] = outcome.value

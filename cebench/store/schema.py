@@ -296,6 +296,7 @@ if TYPE_CHECKING:
         compile: str
         predicted_time_ms: float | None = None
         predicted_tokens_per_s: float | None = None
+        tp: int | None
     # </generated>
 else:
     _Columns = dataclasses.make_dataclass(

@@ -23,8 +23,8 @@ from types import ModuleType
 
 from cebench.core.patched import Replaced
 
-MODULES = ("tensor", "cuda", "dispatch", "flop_counter", "inductor", "triton", "fsdp", "optim", "transformers",
-           "process", "peers")
+MODULES = ("tensor", "cuda", "dispatch", "flop_counter", "inductor", "triton", "fsdp", "dtensor", "optim",
+           "transformers", "process", "peers")
 CORE = ("cebench.core.guard",)  # below the shims: the process's exit, replaced while user code runs
 
 

@@ -12,7 +12,8 @@ CHECKED = {"torch": ("2.13.0", "2.14.1")}
 SINCE = (2, 9)
 SCOPES = {"foreach_all_gather": "all-gather", "foreach_all_gather_copy_out": "copy-out",
           "foreach_reduce": "reduce-scatter"}  # FSDP2's collectives, by what the trace calls them
-COLLECTIVES = ("all_gather_single", "reduce_scatter_single")  # the torch.distributed functions FSDP2's step calls
+# The torch.distributed functions a measured step calls: FSDP2's, and the vocab-parallel loss's all-reduce (--tp).
+COLLECTIVES = ("all_gather_single", "reduce_scatter_single", "all_reduce")
 
 PARAM = Replaced("torch.distributed.fsdp._fully_shard._fsdp_param", ("alloc_storage", "free_storage"),
                  "each resize of an unsharded parameter's storage, reported to the tracker", since=SINCE)

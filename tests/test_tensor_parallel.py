@@ -1,0 +1,187 @@
+"""A model's step split with tensor parallelism (`--tp 2`, gloo on the CPU): measured equal to
+its prediction to the byte, dense under loss_parallel and Megatron's vocab-parallel loss, with
+and without checkpointing, on a vocabulary the ranks split unevenly; the vocab-parallel loss's
+values and gradients, split and unsplit, against dense; what --tp refuses, and with --fsdp.
+
+The rank functions below run in the ranks' processes, which import this module: it imports
+nothing heavy."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cebench import api
+from cebench.run import ranks
+from cebench.run.isolate import Child
+
+pytestmark = pytest.mark.fsdp_predicted
+
+# 2 blocks, 4 query heads over 2 key/value heads, d_ff 128: each divides over 2 ranks; vocab 1001 does not (rank 0
+# holds 501 rows of the head, rank 1 500).
+TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1001, "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False}
+GRID = {"batch": 2, "context": 64, "ce_chunk": 24, "tp": 2, "optimizer": "sgd", "variant": "dense,vocab-parallel",
+        "activation_checkpointing": "none,blocks"}
+COLUMNS = ("base_bytes", "peak_bytes", "model_state_bytes", "step_peak_bytes", "body_peak_bytes", "n_params")
+SEMANTICS = [{}, {"softcap": 30.0}, {"label_smoothing": 0.1}, {"z_loss": 1e-3}, {"reduction": "sum"},
+             {"reduction": "none", "softcap": 20.0, "label_smoothing": 0.2, "z_loss": 1e-2}]
+
+
+def _key(row) -> tuple[str, str]:
+    return row.variant, str(row.activation_checkpointing)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("tp") / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def measured(model, tmp_path_factory) -> dict[tuple[str, str], object]:
+    out = tmp_path_factory.mktemp("tp") / "measured.csv"
+    return {_key(r): r for r in api.sweep(device="cpu", repeats=1, warmup=1, out=out, model=model, **GRID)}
+
+
+@pytest.fixture(scope="module")
+def predicted(model) -> dict[tuple[str, str], object]:
+    return {_key(r): r for r in api.predict(target="cpu", model=model, **GRID)}
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "blocks"])
+@pytest.mark.parametrize("variant", ["dense", "vocab-parallel"])
+def test_two_ranks_split_by_tp_measure_what_is_predicted_to_the_byte(measured, predicted, variant, checkpointing):
+    m, p = measured[variant, checkpointing], predicted[variant, checkpointing]
+    assert m.status == p.status == "ok", (m.error, p.error)
+    for column in COLUMNS:
+        assert getattr(m, column) == getattr(p, column), column
+    assert m.tp == p.tp == 2 and m.fsdp == 1 and m.threads == ranks.share(None, 2)
+    assert "peak by rank" in m.note  # rank 1 holds one row of the head less
+
+
+def test_checkpointing_lowers_a_split_step_and_megatron_holds_less_than_loss_parallel(measured):
+    peak = {key: row.peak_bytes for key, row in measured.items()}
+    assert peak["dense", "blocks"] < peak["dense", "none"] and peak["vocab-parallel", "blocks"] < peak[
+        "vocab-parallel", "none"]
+    assert peak["vocab-parallel", "none"] < peak["dense", "none"] and peak["vocab-parallel", "blocks"] < peak[
+        "dense", "blocks"]
+    # checkpointed, Megatron's loss adds nothing to the body's peak here: one chunk's softmax is less than a block's
+    megatron = measured["vocab-parallel", "blocks"]
+    assert megatron.peak_bytes == megatron.body_peak_bytes < measured["dense", "blocks"].peak_bytes
+
+
+def test_tp_1_is_the_unsplit_step(model):
+    grid = {**GRID, "variant": "dense", "activation_checkpointing": "none"}
+    (split,) = api.predict(target="cpu", model=model, **{**grid, "tp": 1})
+    (plain,) = api.predict(target="cpu", model=model, **{k: v for k, v in grid.items() if k != "tp"})
+    assert split.tp == 1 and (split.peak_bytes, split.body_peak_bytes) == (plain.peak_bytes, plain.body_peak_bytes)
+
+
+@pytest.mark.parametrize("semantics", SEMANTICS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()) or "plain")
+def test_vocab_parallel_unsplit_is_dense(semantics):
+    import torch
+
+    from cebench.losses.builtin import dense_cross_entropy
+    from cebench.losses.vocab_shards import vocab_parallel_cross_entropy
+
+    h, weight, targets = _inputs()
+    for ce_chunk in (None, 5, 64):
+        values = []
+        for fn in (dense_cross_entropy, vocab_parallel_cross_entropy):
+            h_, w_ = h.clone().requires_grad_(), weight.clone().requires_grad_()
+            loss = fn(h_, w_, targets, ce_chunk, **semantics)
+            loss.backward(torch.ones_like(loss))
+            values.append((loss.detach(), h_.grad, w_.grad))
+        for dense, megatron in zip(*values, strict=True):
+            torch.testing.assert_close(megatron, dense, rtol=1e-5, atol=1e-6)
+
+
+def _inputs():
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(23, 16, generator=gen, dtype=torch.float64)
+    weight = torch.randn(101, 16, generator=gen, dtype=torch.float64)
+    targets = torch.randint(0, 101, (23,), generator=gen)
+    targets[::4] = -100
+    return h, weight, targets
+
+
+def split_loss(mesh, semantics: dict):
+    """In a rank: the vocab-parallel loss of `_inputs` with the weight split over the ranks, its
+    value and the gradients of h and of the whole weight."""
+    import torch
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from cebench.losses.vocab_shards import plain, vocab_parallel_cross_entropy
+
+    h, weight, targets = _inputs()
+    h = distribute_tensor(h, mesh, [Replicate()]).requires_grad_()
+    weight = distribute_tensor(weight, mesh, [Shard(0)]).requires_grad_()
+    loss = plain(vocab_parallel_cross_entropy(h, weight, targets, 7, **semantics))
+    loss.backward(torch.ones_like(loss))
+    return [t.tolist() for t in (loss.detach(), h.grad.full_tensor(), weight.grad.full_tensor())]  # tensors: fds
+
+
+def test_vocab_parallel_over_two_ranks_is_dense_on_the_whole_vocabulary():
+    import torch
+
+    from cebench.losses.builtin import dense_cross_entropy
+
+    semantics = {"softcap": 20.0, "label_smoothing": 0.2, "z_loss": 1e-2, "reduction": "none"}
+    outcome = ranks.launch(split_loss, (semantics,), 2, Child(threads=1), 120)
+    assert outcome.status == "ok", outcome.error
+    h, weight, targets = _inputs()
+    h.requires_grad_(), weight.requires_grad_()
+    loss = dense_cross_entropy(h, weight, targets, **semantics)
+    loss.backward(torch.ones_like(loss))
+    for rank in outcome.value:
+        for got, want in zip(rank, (loss.detach(), h.grad, weight.grad), strict=True):
+            torch.testing.assert_close(torch.tensor(got, dtype=want.dtype), want, rtol=1e-5, atol=1e-6)  # fp32 logits
+
+
+@pytest.mark.parametrize(("grid", "reason"), [
+    ({"tp": 3}, "--tp 3 does not divide the model's 4 query heads"),
+    ({"context": 15}, "--tp 2 splits the sequence between the layers (sequence parallelism, as torchtitan): context 15 "
+                      "is not a multiple of it"),
+    ({"variant": "dense-compiled"}, "dense-compiled runs on an unsplit head only (--tp 1): cebench compiles no loss "
+                                    "on DTensors"),
+    ({"label_smoothing": 0.1}, "dense does not support --label-smoothing 0.1 on a vocabulary split by --tp 2"),
+    ({"optimizer": "adamw-in-backward"}, "adamw-in-backward runs unsplit and unsharded only (--fsdp 1 --tp 1)"),
+])
+def test_what_a_split_step_cannot_run_is_unsupported_with_the_reason(model, grid, reason):
+    (row,) = api.predict(target="cpu", model=model, **{"batch": 1, "context": 16, "tp": 2, "variant": "dense", **grid})
+    assert (row.status, row.error) == ("unsupported", reason)
+
+
+def test_transformers_models_and_builds_are_not_split(model):
+    (row,) = api.predict(target="cpu", model=f"hf:{model}", batch=1, context=16, tp=2, variant="dense")
+    assert row.status == "unsupported"
+    assert row.error == "--tp splits cebench's decoder (a preset or a config.json), not a transformers model (hf:) " \
+                        "(--tp 1)"
+
+
+def test_a_loss_without_a_split_form_runs_on_the_head_gathered_whole(model):
+    rows = {r.variant: r for r in api.predict(target="cpu", model=model, batch=1, context=38, ce_chunk=24, tp=2,
+                                              optimizer="sgd", variant="chunked,vocab-parallel")}
+    assert rows["chunked"].status == rows["vocab-parallel"].status == "ok"
+    # the whole head (1001 × 64 fp32) gathered on each rank, and the whole vocabulary's logits chunks
+    assert rows["chunked"].peak_bytes - rows["vocab-parallel"].peak_bytes > 1001 * 64 * 4
+
+
+def test_split_and_sharded_a_world_of_four_is_predicted_per_rank(model):
+    rows = {(r.fsdp, r.tp): r for r in api.predict(target="cpu", model=model, batch=2, context=38, ce_chunk=24,
+                                                   optimizer="adamw", variant="vocab-parallel", fsdp="1,2", tp="1,2")}
+    assert all(r.status == "ok" for r in rows.values()), [r.error for r in rows.values()]
+    state = {key: r.model_state_bytes for key, r in rows.items()}
+    assert state[2, 2] < state[1, 2] < state[1, 1] and state[2, 2] < state[2, 1] < state[1, 1]
+
+
+def test_fit_answers_for_each_world_side_by_side(model):
+    fitted = api.fit(target="cpu", model=model, context=38, variant="dense", tp="1,2", budget="3MiB",
+                     optimizer="sgd")
+    answers = {f.config.tp: f.batch for f in fitted.fits}
+    assert set(answers) == {1, 2} and answers[2] > answers[1] > 0
