@@ -22,7 +22,7 @@ from test_cli import FAST_START
 
 # The published parameter counts (the sources are in cebench.models.model.PRESETS).
 PUBLISHED = {"gpt2": 124_439_808, "llama-3.2-1b": 1_235_814_400, "llama-3.2-3b": 3_212_749_824,
-             "llama-3.1-8b": 8_030_261_248,
+             "llama-3.1-8b": 8_030_261_248, "llama-3.1-70b": 70_553_706_496,
              "qwen2.5-7b": 7_615_616_512, "gemma-2-2b": 2_614_341_888}
 
 # Small configs, one per model type: 3 blocks, d_model 24, an odd vocabulary, GQA 4/2 heads.
@@ -212,7 +212,8 @@ def test_every_bad_config_is_one_line(tmp_path, case):
 
 
 BAD_NAMES = {
-    "nope": "unknown model 'nope' (choose from gpt2, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, qwen2.5-7b, gemma-2-2b",
+    "nope": "unknown model 'nope' (choose from gpt2, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b, llama-3.1-70b, "
+            "qwen2.5-7b, gemma-2-2b",
     "missing.json": "missing.json: no such file",
     "missing.py:build": "missing.py: no such file",
     "no_such_module_xyz:build": "cannot import no_such_module_xyz",

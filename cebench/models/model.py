@@ -57,6 +57,7 @@ PRESETS: dict[str, Preset] = {
     "llama-3.2-1b": Preset("meta-llama/Llama-3.2-1B", f"1,235,814,400, {HUB} (1.24B)"),
     "llama-3.2-3b": Preset("meta-llama/Llama-3.2-3B", f"3,212,749,824, {HUB} (3.21B)"),
     "llama-3.1-8b": Preset("meta-llama/Llama-3.1-8B", f"8,030,261,248, {HUB} (8.03B)"),
+    "llama-3.1-70b": Preset("meta-llama/Llama-3.1-70B", f"70,553,706,496, {HUB} (70.6B)"),
     "qwen2.5-7b": Preset("Qwen/Qwen2.5-7B", f"7,615,616,512, {HUB} (7.62B)"),
     "gemma-2-2b": Preset("google/gemma-2-2b", f"2,614,341,888, {HUB} (2.61B)"),
 }
