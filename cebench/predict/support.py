@@ -56,13 +56,16 @@ def _ranks_here(config: Config) -> str | None:
 
 
 def _unfollowed_fsdp(config: Config) -> str | None:
-    """Why `config`'s sharded step cannot be run here (None: it can, or is not sharded): this
-    torch's FSDP2 is older than the one whose storage helpers and collectives cebench follows."""
+    """Why `config`'s sharded or split step cannot be run here (None: it can, or is neither):
+    this torch's FSDP2 and DTensor are older than those whose storage helpers and collectives
+    cebench follows."""
     release = torch_release()
     if not config.sharded or release is None or release >= fsdp.SINCE:
         return None
-    return (f"--fsdp needs torch {fsdp.SINCE[0]}.{fsdp.SINCE[1]} or newer: torch {release[0]}.{release[1]}'s FSDP2 "
-            "calls other collectives than those cebench follows and settles")
+    since = f"torch {fsdp.SINCE[0]}.{fsdp.SINCE[1]} or newer: torch {release[0]}.{release[1]}'s"
+    if config.tp > 1:
+        return f"--tp needs {since} DTensor and FSDP2 run other collectives than those cebench follows and settles"
+    return f"--fsdp needs {since} FSDP2 calls other collectives than those cebench follows and settles"
 
 
 def _unpredictable(config: Config) -> str | None:
