@@ -1,7 +1,8 @@
 """A model's step split with tensor parallelism (`--tp 2`, gloo on the CPU): measured equal to
 its prediction to the byte, dense under loss_parallel and Megatron's vocab-parallel loss, with
 and without checkpointing, on a vocabulary the ranks split unevenly; the vocab-parallel loss's
-values and gradients, split and unsplit, against dense; what --tp refuses, and with --fsdp.
+values and gradients, split and unsplit, against dense; what --tp refuses; and with --fsdp 2, four
+ranks measured (sharing this machine's cores) as predicted.
 
 The rank functions below run in the ranks' processes, which import this module: it imports
 nothing heavy."""
@@ -60,6 +61,17 @@ def test_two_ranks_split_by_tp_measure_what_is_predicted_to_the_byte(measured, p
         assert getattr(m, column) == getattr(p, column), column
     assert m.tp == p.tp == 2 and m.fsdp == 1 and m.threads == ranks.share(None, 2)
     assert "peak by rank" in m.note  # rank 1 holds one row of the head less
+
+
+def test_four_ranks_split_and_sharded_measure_what_is_predicted_to_the_byte(model, tmp_path):
+    grid = {**GRID, "fsdp": 2, "activation_checkpointing": "none"}
+    measured = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "four.csv", model=model, **grid)
+    predicted = api.predict(target="cpu", model=model, **grid)
+    assert [(r.variant, r.fsdp, r.tp) for r in measured] == [(r.variant, 2, 2) for r in predicted]
+    for m, p in zip(measured, predicted, strict=True):
+        assert m.status == p.status == "ok", (m.error, p.error)
+        for column in COLUMNS:
+            assert getattr(m, column) == getattr(p, column), (m.variant, column)
 
 
 def test_checkpointing_lowers_a_split_step_and_megatron_holds_less_than_loss_parallel(measured):
