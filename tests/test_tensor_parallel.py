@@ -9,6 +9,7 @@ nothing heavy."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -167,6 +168,21 @@ def test_vocab_parallel_over_two_ranks_is_dense_on_the_whole_vocabulary():
 def test_what_a_split_step_cannot_run_is_unsupported_with_the_reason(model, grid, reason):
     (row,) = api.predict(target="cpu", model=model, **{"batch": 1, "context": 16, "tp": 2, "variant": "dense", **grid})
     assert (row.status, row.error) == ("unsupported", reason)
+
+
+def test_a_tied_head_is_split_with_the_embedding(tmp_path):
+    """Gemma 2: the head is the embedding's weight, split over the vocabulary once; its branch norms
+    join the residual stream's sequence shard. Measured on 2 gloo ranks it holds at most 72 B more than
+    predicted (scalars a CPU wraps outside the dispatcher, as for AdamW; results/README.md)."""
+    config = json.loads((Path(api.__file__).parent / "models" / "presets" / "gemma-2-2b.json").read_text())
+    config.update(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, vocab_size=256)
+    path = tmp_path / "gemma.json"
+    path.write_text(json.dumps(config))
+    rows = {r.variant: r for r in api.predict(target="cpu", model=str(path), batch=2, context=64, ce_chunk=24, tp=2,
+                                              optimizer="sgd", variant="dense,vocab-parallel")}
+    assert all(r.status == "ok" for r in rows.values()), [r.error for r in rows.values()]
+    assert (rows["dense"].peak_bytes, rows["vocab-parallel"].peak_bytes) == (895_884, 721_420)
 
 
 def test_transformers_models_and_builds_are_not_split(model):

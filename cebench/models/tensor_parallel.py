@@ -3,7 +3,8 @@ as torchtitan splits a Llama (its `apply_tp`, with sequence parallelism, the pla
 uses with TP), mapped onto cebench's decoder:
 
 - the embedding row-wise over the vocabulary, its output sequence-sharded (Shard(1));
-- each norm (the blocks' and the final one) on sequence shards (`SequenceParallel`);
+- each norm (the blocks' and the final one; Gemma 2's on each branch's output too) on
+  sequence shards (`SequenceParallel`);
 - attention's q, k, v and the MLP's gate and up column-wise, their inputs gathered whole
   first; attention's o and the MLP's down row-wise, their outputs reduce-scattered back to
   sequence shards; each rank's attention runs n_heads / tp query and n_kv_heads / tp
@@ -94,9 +95,10 @@ def split(built: Built, mesh: DeviceMesh) -> Built:
                                "norm": SequenceParallel()}
     for i, block in enumerate(cast("list[Block]", body.blocks)):
         at = f"blocks.{i}"
-        for norm in ("attn_norm", "mlp_norm", "attn_out_norm", "mlp_out_norm"):
+        plan[f"{at}.attn_norm"], plan[f"{at}.mlp_norm"] = SequenceParallel(), SequenceParallel()
+        for norm in ("attn_out_norm", "mlp_out_norm"):  # Gemma 2's: their output joins the residual stream's shard
             if not isinstance(getattr(block, norm), nn.Identity):
-                plan[f"{at}.{norm}"] = SequenceParallel()
+                plan[f"{at}.{norm}"] = SequenceParallel(use_local_output=True)
         plan[f"{at}.attn"] = PrepareModuleInput(input_layouts=(Shard(1), None),
                                                 desired_input_layouts=(Replicate(), None))
         plan[f"{at}.mlp"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
