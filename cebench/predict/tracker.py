@@ -162,7 +162,7 @@ class StorageTracker(TorchDispatchMode, Generic[Recorded]):
         if name == WAIT:  # on a real process group it returns its input (a fake kernel makes a new tensor)
             return args[0]
         before, after = self._temporaries(func, args) if self._temporaries is not None else ([], [])
-        self._hold(before, _device_type(args))
+        self._hold(before, args)
         if func.namespace not in ("aten", "prims", "profiler") and name not in WRITES_INTO and name not in FUNCTIONAL:
             kernel = custom_op_kernel(func, _device_type(args))  # profiler: record_function marks (optimizers)
             (self.opaque if kernel is None else self.transparent).add(str(func))
@@ -181,14 +181,16 @@ class StorageTracker(TorchDispatchMode, Generic[Recorded]):
         for value in pytree.tree_flatten(out)[0]:
             if isinstance(value, torch.Tensor):
                 self.track(value)
-        self._hold(after, _device_type(args))
+        self._hold(after, args)
         return out
 
 
-    def _hold(self, sizes: list[int], device: str | None) -> None:
-        """Count buffers of `sizes` bytes held at once for a moment (inside an op)."""
-        if not sizes:
+    def _hold(self, sizes: list[int], args: tuple) -> None:
+        """Count buffers of `sizes` bytes held at once for a moment (inside an op with `args`, on
+        their device)."""
+        if not sizes:  # most ops: no walk over their arguments
             return
+        device = _device_type(args)
         held = [torch.empty(n, dtype=torch.uint8, device=device) for n in sizes]
         for buffer in held:
             self.track(buffer)
