@@ -51,6 +51,13 @@ def _all_reduce(tensor: torch.Tensor, op: Any, group: Any) -> None:
         dist.all_reduce(tensor, op=op, group=group)
 
 
+def _local_targets(targets: torch.Tensor, start: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each target's column among this rank's `width` rows from `start`, clamped into them;
+    whether this rank holds it)."""
+    local = targets - start
+    return local.clamp(0, width - 1), (local >= 0) & (local < width)
+
+
 class _Rows(torch.autograd.Function):
     """Per-row losses of fp32 logits (rows, V_r) whose other columns other ranks hold (see
     the module); the gradient is made in the backward, in place on the saved softmax."""
@@ -66,9 +73,7 @@ class _Rows(torch.autograd.Function):
         softmax = (logits - row_max[:, None]).exp_()
         total = softmax.sum(dim=1)
         _all_reduce(total, dist.ReduceOp.SUM, group)
-        local = targets - start
-        inside = (local >= 0) & (local < width)
-        column = local.clamp(0, width - 1)
+        column, inside = _local_targets(targets, start, width)
         target_logit = logits.gather(1, column[:, None]).squeeze(1) * inside
         _all_reduce(target_logit, dist.ReduceOp.SUM, group)
         lse = total.log() + row_max
@@ -132,9 +137,8 @@ def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_ch
     weight: each row's h · weight[target] where this rank holds the target, summed (a
     partial loss, whose buffers are a whole one's: N × d_model)."""
     local_h, local_w, start, _ = _shards(h, weight)
-    local = targets - start
-    inside = (local >= 0) & (local < local_w.shape[0])
-    picked = F.embedding(local.clamp(0, local_w.shape[0] - 1), local_w) * inside[:, None]
+    column, inside = _local_targets(targets, start, local_w.shape[0])
+    picked = F.embedding(column, local_w) * inside[:, None]
     return (local_h * picked).sum() / local_h.shape[0]
 
 

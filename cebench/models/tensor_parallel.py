@@ -102,9 +102,9 @@ def split(built: Built, mesh: DeviceMesh) -> Built:
         plan[f"{at}.attn"] = PrepareModuleInput(input_layouts=(Shard(1), None),
                                                 desired_input_layouts=(Replicate(), None))
         plan[f"{at}.mlp"] = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-        for name in ("attn.q", "attn.k", "attn.v", "mlp.gate", "mlp.up"):
-            if getattr(getattr(block, name.split(".")[0]), name.split(".")[1]) is not None:  # GPT-2: no gate
-                plan[f"{at}.{name}"] = ColwiseParallel()
+        for part, name in (("attn", "q"), ("attn", "k"), ("attn", "v"), ("mlp", "gate"), ("mlp", "up")):
+            if getattr(getattr(block, part), name) is not None:  # GPT-2's MLP has no gate
+                plan[f"{at}.{part}.{name}"] = ColwiseParallel()
         for name in ("attn.o", "mlp.down"):
             plan[f"{at}.{name}"] = RowwiseParallel(output_layouts=Shard(1))
         block.attn.n_heads //= tp

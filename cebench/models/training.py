@@ -252,9 +252,10 @@ def unsharded_only(config: Config) -> str | None:
                     f"context {config.context} is not a multiple of it")
         if config.variant != BODY and variants.get(config.variant).compiles:
             return f"{config.variant} runs on an unsplit head only (--tp 1): cebench compiles no loss on DTensors"
-        if config.optimizer == Optimizer.ADAMW_IN_BACKWARD or config.compile == Compile.BLOCKS:
-            what = Optimizer.ADAMW_IN_BACKWARD.value if config.compile != Compile.BLOCKS else "compiled blocks"
-            return f"{what} runs unsplit and unsharded only (--fsdp 1 --tp 1)"
+        if config.compile == Compile.BLOCKS:
+            return "compiled blocks run unsplit and unsharded only (--fsdp 1 --tp 1)"
+        if config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
+            return f"{Optimizer.ADAMW_IN_BACKWARD.value} runs unsplit and unsharded only (--fsdp 1 --tp 1)"
     if config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
         return (f"{Optimizer.ADAMW_IN_BACKWARD.value} runs unsharded only (--fsdp 1): FSDP sets the sharded "
                 "gradients itself, past the hooks that step it")

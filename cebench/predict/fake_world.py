@@ -42,14 +42,13 @@ if TYPE_CHECKING:
 # and device mesh, and each sharded model in it, grow with the ranks (10,000 took about a minute).
 NOTICE_RANKS = 1_024
 
-# Ops that write into the outputs they are given and allocate nothing else (FSDP2's are defined with
-# torch.library.Library, so the tracker would otherwise call them opaque).
 # DTensor's functional collectives (--tp): out of place, each allocates its output, which its wait returns (on a
 # real process group the wait returns its input: `WAIT`).
 FUNCTIONAL = frozenset({"_c10d_functional::all_reduce", "_c10d_functional::all_gather_into_tensor",
                         "_c10d_functional::reduce_scatter_tensor", "_c10d_functional::wait_tensor"})
 WAIT = "_c10d_functional::wait_tensor"
-
+# Ops that write into the outputs they are given and allocate nothing else (FSDP2's are defined with
+# torch.library.Library, so the tracker would otherwise call them opaque).
 WRITES_INTO = frozenset({
     "fsdp::all_gather_copy_in", "fsdp::split_with_sizes_copy", "fsdp::chunk_cat",
     "c10d::_allgather_base_", "c10d::_reduce_scatter_base_", "c10d::allgather_into_tensor_coalesced_",
@@ -187,7 +186,8 @@ def fake_world(world: int, tp: int = 1) -> Iterator[World]:
     under its `FakeTensorMode` (a device mesh's concatenation outside it, DTensor's sharding
     propagation cached in it: `shims.dtensor`): a new one, closed on exit, or inside a
     `session` the one it keeps. The cyclic garbage collector waits meanwhile, so that its
-    timing cannot reorder the frees of two traces that a `cebench.predict.series` aligns (no peak was seen to change).
+    timing cannot reorder the frees of two traces that a `cebench.predict.series` aligns (no
+    peak was seen to change).
     `RuntimeError` inside a process group: a measured rank predicts nothing."""
     current = _session[-1] if _session else None
     if current is None:
@@ -212,7 +212,8 @@ def _open(world: int, tp: int) -> World:
     import torch.distributed as dist
 
     if world > NOTICE_RANKS:
-        warnings.warn(InputWarning(f"--fsdp {world}: building a fake world of {world:,} ranks to predict rank 0's "
+        asked = f"--fsdp {world}" if tp == 1 else f"--fsdp {world // tp} --tp {tp}"
+        warnings.warn(InputWarning(f"{asked}: building a fake world of {world:,} ranks to predict rank 0's "
                                    "step, which may take minutes (Ctrl-C stops it)"), stacklevel=2)
     if dist.is_initialized():
         raise RuntimeError("a sharded step is predicted in a process outside any process group")
