@@ -11,8 +11,10 @@ Every function takes the grid as keyword arguments named after the axes (`batch`
 `vocab`, `d_model`, `ce_chunk`, `dtype`, and the loss semantics `ignore_frac`, `softcap`,
 `label_smoothing`, `z_loss`, `reduction`, and a model's step: `model`, `optimizer`,
 `activation_checkpointing`: an int, a float, a string such as "2,8", or a sequence; missing
-= the device's default) plus `variant` and `workload`. Bad input, a value of the wrong type
-too, raises `UsageError`, whose `param` names the argument at fault (`cebench.commands.arguments`).
+= the device's default) plus `variant`, `workload` and `gpus` (world sizes: each `tp`
+given splits one, FSDP shards the rest, fsdp = gpus / tp; instead of `fsdp`). Bad input, a
+value of the wrong type too, raises `UsageError`, whose `param` names the argument at fault
+(`cebench.commands.arguments`).
 
     import cebench
 

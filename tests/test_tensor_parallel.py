@@ -15,6 +15,7 @@ import pytest
 
 from cebench import api
 from cebench.run import ranks
+from cebench.run.grid import GridOptions
 from cebench.run.isolate import Child
 
 pytestmark = pytest.mark.fsdp_predicted
@@ -209,7 +210,52 @@ def test_split_and_sharded_a_world_of_four_is_predicted_per_rank(model):
 
 
 def test_fit_answers_for_each_world_side_by_side(model):
+    from cebench.render.fit import fit_table
+
     fitted = api.fit(target="cpu", model=model, context=38, variant="dense", tp="1,2", budget="3MiB",
                      optimizer="sgd")
     answers = {f.config.tp: f.batch for f in fitted.fits}
     assert set(answers) == {1, 2} and answers[2] > answers[1] > 0
+    # each answer's loss share: its peak beside its body step's at the same batch, as predict gives them
+    for f in fitted.fits:
+        (row,) = api.predict(target="cpu", model=model, context=38, variant="dense", tp=f.config.tp, batch=f.batch,
+                             optimizer="sgd")
+        assert (f.peak_bytes, f.body_peak_bytes) == (row.peak_bytes, row.body_peak_bytes)
+        assert 0 < f.body_peak_bytes < f.peak_bytes
+    assert "loss_share" in [c.key for c in fit_table(fitted).columns]
+
+
+def test_gpus_splits_each_world_into_fsdp_over_what_tp_leaves(model):
+    grid = GridOptions(model=model, batch=2, gpus="8,64", tp="1,8", variant="dense").grid("cpu")
+    assert sorted((p.fsdp, p.tp) for p in grid.expand()) == [(1, 8), (8, 1), (8, 8), (64, 1)]
+    alone = GridOptions(model=model, batch=2, gpus=4, variant="dense").grid("cpu")
+    assert [(p.fsdp, p.tp) for p in alone.expand()] == [(4, 1)]
+
+
+@pytest.mark.parametrize(("grid", "param", "words"), [
+    ({"gpus": "8", "fsdp": "2"}, "gpus", "give --gpus or --fsdp, not both"),
+    ({"gpus": "8", "tp": "1,3"}, "tp", "3 does not divide --gpus 8"),
+    ({"gpus": "0"}, "gpus", "must be a positive integer"),
+    ({"gpus": "8", "model": None}, "gpus", "give --model too"),
+])
+def test_gpus_refuses_what_makes_no_world(model, grid, param, words):
+    with pytest.raises(api.UsageError, match=words) as caught:
+        api.predict(target="cpu", **{"model": model, "variant": "dense", **grid})
+    assert caught.value.param == param
+
+
+def test_explain_takes_one_world_size(model):
+    with pytest.raises(api.UsageError, match="explain takes one value, not 4,8") as caught:
+        api.explain(device="cpu", model=model, gpus="4,8", variant="dense")
+    assert caught.value.param == "gpus"
+
+
+def test_a_split_steps_tokens_per_second_are_per_gpu(measured, model):
+    # the TP group's two ranks share one step's tokens: a rate per GPU halves them
+    for row in measured.values():
+        assert row.tokens_per_s == pytest.approx(row.batch * row.context / 2 / (row.time_ms_median / 1e3))
+    rows = api.predict(target="h100-80gb", model=model, batch=2, context=64, optimizer="sgd", variant="dense",
+                       gpus=4, tp="1,2")
+    assert [(r.fsdp, r.tp) for r in rows] == [(4, 1), (2, 2)]
+    for row in rows:
+        assert row.predicted_tokens_per_s == pytest.approx(2 * 64 / row.tp / (row.predicted_time_ms / 1e3))

@@ -12,11 +12,15 @@ import typer
 
 from cebench.cli.app import LOSS_VARIANTS, VARIANTS
 from cebench.core import devices
-from cebench.core.axes import AXES, STEP_SETTINGS
+from cebench.core.axes import AXES, STEP_SETTINGS, WORLD
 from cebench.core.targets import NAMES as TARGET_NAMES
 from cebench.core.units import parse_unit
 
 LIST = "LIST"
+GPUS_HELP = ("GPUs (ranks) of a world, comma-separated: the model split --tp ways and sharded with FSDP over the "
+             "rest (fsdp = gpus / tp, for each --tp), instead of --fsdp; with --model. Default: none (--fsdp × --tp).")
+GPUS_ONE = ("GPUs (ranks) of the world: the model split --tp ways, FSDP over the rest (fsdp = gpus / tp), instead "
+            "of --fsdp; with --model.")
 ONE_POINT = tuple(a.name for a in AXES if not a.chunked_only)  # the axes of a command that looks at one point
 FIT_POINT = tuple(n for n in ONE_POINT if n not in STEP_SETTINGS)  # fit: one shape, any number of step settings
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,7 +35,8 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
               defaults: Mapping[str, str] | None = None, after: str = "ctx") -> Callable[[F], F]:
     """Give a command one option per axis of `AXES` (but those in `skip`), in their order,
     after its `after` parameter (default `ctx`, else first): `--batch LIST` and so on, None when not given (the device's
-    default), with the help and defaults the axis declares. Axes in `single` take one value
+    default), with the help and defaults the axis declares, and `--gpus` after the world's axes
+    (`GridOptions`' gpus). Axes in `single` take one value
     (metavar VALUE, the axis's singular help); `defaults` replaces an axis's default text in
     the help. The command reads them from `ctx.params` (see `GridOptions.from_params`)."""
     defaults = defaults or {}
@@ -55,6 +60,11 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
                                   show_default=False)
             axes.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                           annotation=Annotated[str | None, option]))
+            if axis.name == WORLD[-1] and "fsdp" not in skip:  # --gpus: the world's size, beside its axes
+                gpus = typer.Option("--gpus", metavar="VALUE" if "fsdp" in single else LIST, show_default=False,
+                                    help=GPUS_ONE if "fsdp" in single else GPUS_HELP)
+                axes.append(inspect.Parameter("gpus", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                              annotation=Annotated[str | None, gpus]))
         names = [p.name for p in params]
         at = names.index(after) + 1 if after in names else 0
         params = params[:at] + axes + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[at:]]

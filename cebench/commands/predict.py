@@ -89,9 +89,9 @@ class Fitted:
 
     @property
     def fastest(self) -> int | None:
-        """The index into `fits` of the setting that trains the most tokens per second within
-        the budget (its predicted time at its largest batch, `Fit.tokens_per_s`; which may not
-        be the largest batch): None where no time was predicted."""
+        """The index into `fits` of the setting that trains the most tokens per second per GPU
+        within the budget (its predicted time at its largest batch, `Fit.tokens_per_s`; which
+        may not be the largest batch): None where no time was predicted."""
         timed = [i for i, f in enumerate(self.fits) if f.tokens_per_s is not None]
         return max(timed, key=lambda i: self.fits[i].tokens_per_s or 0.0) if timed else None
 
@@ -289,7 +289,11 @@ def warn_user_code(options: GridOptions, seconds: float | None, command: str) ->
 
 
 def one_value(grid: Any, command: str, lists: tuple[str, ...] = ()) -> None:
-    """Every axis but ce_chunk (and those named in `lists`) takes one value in `command`."""
+    """Every axis but ce_chunk (and those named in `lists`) takes one value in `command`, and
+    so does --gpus unless fsdp is in `lists`."""
+    if len(grid.gpus) > 1 and "fsdp" not in lists:
+        raise UsageError(f"{command} takes one value, not {','.join(map(str, grid.gpus))} (sweep measures a grid)",
+                         "gpus")
     for axis in AXES:
         values = grid.values[axis.name]
         if not axis.chunked_only and axis.name not in lists and len(values) > 1:

@@ -143,6 +143,12 @@ class Config(_Fields):
         return self.batch * self.context
 
     @property
+    def gpus_per_step(self) -> int:
+        """The ranks (GPUs) that share one step's tokens: a TP group's `tp` (1 without tensor
+        parallelism). A rate per GPU divides a step's tokens by it."""
+        return self.tp
+
+    @property
     def chunks(self) -> int:
         """The chunks a chunked loss runs, ⌈N / ce_chunk⌉ (1 without a ce_chunk)."""
         return -(-self.tokens // self.ce_chunk) if self.ce_chunk else 1

@@ -65,8 +65,9 @@ def predict(config: Config) -> Result:
 
 
 def tokens_per_s(config: Config, time_ms: float) -> float:
-    """The non-padding tokens of `config`'s step per second, at a step time of `time_ms`."""
-    return (config.tokens - ignored_count(config)) / time_ms * 1e3
+    """The non-padding tokens of `config`'s step per second per GPU, at a step time of
+    `time_ms` (a TP group's ranks share its step's tokens: `Config.gpus_per_step`)."""
+    return (config.tokens - ignored_count(config)) / config.gpus_per_step / time_ms * 1e3
 
 
 def _time_columns(result: Result, config: Config, time_ms: float | None) -> None:
@@ -122,12 +123,13 @@ def _model_columns(result: Result, config: Config, state_bytes: int | None) -> N
 
 
 @functools.lru_cache(maxsize=16)
-def _body_peak(body: Config, model: Model) -> int | None:
+def _body_peak(body: Config, model: Model, shared: bool = False) -> int | None:
     """The predicted peak of a body step (shared by every loss variant at its shape; `model`
-    the resolved model, which a changed config.json changes); None when it cannot be
-    predicted (the loss's row stands, its body column empty)."""
+    the resolved model, which a changed config.json changes; `shared`: one of many batches,
+    as `series.predicted` takes it); None when it cannot be predicted (the loss's row
+    stands, its body column empty)."""
     try:
-        return series.predicted(body, flops=False)[0].peak_bytes
+        return series.predicted(body, flops=False, shared=shared)[0].peak_bytes
     except Exception:  # an op without a meta kernel in a user's body, say
         return None
 
@@ -139,7 +141,10 @@ class Fit:
     `at_limit`: the search stopped at its batch limit, which still fits. `time_ms`: the
     predicted step time at that batch on a named GPU (None where the time model cannot
     predict it, `meta.time_reason`). `unsupported`: why the point cannot be predicted
-    (`support.reason`; its batch then 0, nothing predicted), None when it was fitted."""
+    (`support.reason`; its batch then 0, nothing predicted), None when it was fitted.
+    `body_peak_bytes`: with a model, the peak of the same step at that batch with a stand-in
+    loss (`training.body_config`; None without a model, a batch, or where it cannot be
+    predicted), beside which `peak_bytes` gives the loss's share."""
 
     config: Config
     batch: int
@@ -148,6 +153,7 @@ class Fit:
     predictions: int
     time_ms: float | None = None
     unsupported: str | None = None
+    body_peak_bytes: int | None = None
 
     @property
     def tokens(self) -> int:
@@ -222,7 +228,8 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     it can be (`cebench.predict.series`): its cost grows neither with its chunks nor with its
     model's blocks. A compiled chunked loss is traced whole, each probe compiled: its search
     stops at `compiled.MAX_CHUNKS` chunks (an answer there is `at_limit`). On a named GPU the
-    answer's step time is predicted too (`Fit.time_ms`). A point that cannot be predicted
+    answer's step time is predicted too (`Fit.time_ms`), and with a model the same step's
+    peak with a stand-in loss (`Fit.body_peak_bytes`). A point that cannot be predicted
     (`support.reason`: a setting of its model's step another excludes, say) is answered
     `Fit.unsupported`, nothing predicted."""
     reason = support.reason(config, predicted=True)
@@ -250,7 +257,9 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
         a, guess = guess, min(cap, max(1, guess + int((budget - peak(guess)) * (guess - a) // (peak(guess) - peak(a)))))
     batch = largest_fitting(peak, budget, guess, cap)
     time_ms = series.predicted(replace(config, batch=batch), flops=False, shared=True)[0].time_ms if batch else None
-    return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache), time_ms)
+    body = (_body_peak(training.body_config(replace(config, batch=batch)), resolve_model(config.model), shared=True)
+            if batch and config.has_model else None)
+    return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache), time_ms, body_peak_bytes=body)
 
 
 def _collectives_note(config: Config) -> str:

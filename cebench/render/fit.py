@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from cebench.analyze.compare import loss_share
 from cebench.core import devices
 from cebench.core.axes import STEP_SETTINGS, Checkpointing, Compile
 from cebench.core.config import LOSS
@@ -52,6 +53,8 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
              ("predictions", "predictions", 3)]
     if alone:
         specs[3:3] = [("alone", "loss alone", 1), ("alone_vs_base", f"alone vs {base}", 2)]
+    if any(f.body_peak_bytes is not None for f in fits):
+        specs.insert(specs.index(("of_budget", "of budget", 0)) + 1, ("loss_share", "loss share", 1))
     timed = fitted.fastest is not None
     if timed:
         specs[5:5] = [("time", "time", 1), ("tokens_per_s", "tokens/s", 0)]
@@ -82,6 +85,7 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
                 "of_budget": "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
                 "vs_base": "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×",
                 "predictions": str(f.predictions),
+                "loss_share": "–" if (share := loss_share(f.peak_bytes, f.body_peak_bytes)) is None else f"{share:.0%}",
                 "time": "–" if f.time_ms is None else format_ms(f.time_ms),
                 "tokens_per_s": "–" if f.tokens_per_s is None else f"{f.tokens_per_s:,.0f}"
                                 + (f" {FASTEST}" if i == fitted.fastest else ""),
@@ -126,22 +130,24 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
         ranks = (", with FSDP one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
                  "max batch is per rank" if sharded else "")
         if any(f.config.tp > 1 for f in fitted.fits):
-            ranks += " (under --tp a TP group's ranks share its batch, and its tokens/s)"
+            ranks += " (under --tp a TP group's ranks share its batch)"
         from cebench.models.model import resolve_model
 
         modelled = resolve_model(c.model).modelled_as
         inputs = (f"the whole training step of {c.model} ({modelled}): parameters, gradients, {optimizer} state, "
                   "activations "
-                  f"({checkpointing}), the loss{ranks}; loss alone: the loss step by itself at the same vocab and "
-                  f"d_model, with {inputs}")
+                  f"({checkpointing}), the loss{ranks}; loss share: (peak − the same step's with a stand-in loss at "
+                  f"that batch) / peak; loss alone: the loss step by itself at the same vocab and d_model, with "
+                  f"{inputs}")
     time = ""
     if fitted.fastest is not None:
         best = fitted.fits[fitted.fastest]
         chunk = f"chunk {best.config.ce_chunk:,}" if best.config.ce_chunk else ""
         setting = " · ".join(filter(None, (best.config.variant, chunk, setting_label(best.config, varied(fitted)))))
-        time = (f" {FASTEST} fastest that fits: {setting} at batch {best.batch:,}, {best.tokens_per_s:,.0f} tokens/s "
-                "predicted (time: the time model's step time at the max batch, a roofline over the traced ops "
-                "calibrated on published rows; cebench targets).")
+        per_gpu = " per GPU" if any(f.config.sharded for f in fitted.fits) else ""
+        time = (f" {FASTEST} fastest that fits: {setting} at batch {best.batch:,}, "
+                f"{best.tokens_per_s:,.0f} tokens/s{per_gpu} predicted (time: the time model's step time at the max "
+                "batch, a roofline over the traced ops calibrated on published rows; cebench targets).")
     context = f"context {c.context:,}" + (f" ({fitted.context_from})" if fitted.context_from else "")
     kept = (f"{format_percent(fitted.headroom)} of the budget" if fitted.headroom
             else "none of the budget (--headroom 0%)")

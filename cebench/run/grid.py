@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cebench.core import devices
-from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpointing, Role, split
+from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpointing, Role, parse_world, split
 from cebench.core.config import LOGITS, LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import BYTES_LIMIT
@@ -64,6 +64,7 @@ class Grid:
     temperature: float = 0.9
     model_own: tuple[str, ...] = ()  # the axes each point's model decides (`Axis.model_sets`, `model_default`)
     workloads: tuple[str, ...] = ()  # the workloads chosen (empty: each variant's own)
+    gpus: tuple[int, ...] = ()  # worlds of these many ranks only, fsdp × tp (`--gpus`; empty: every fsdp × tp)
 
     def __getattr__(self, name: str) -> tuple:
         values = self.__dict__.get("values", {})
@@ -88,7 +89,8 @@ class Grid:
 
     def expand(self) -> list[Config]:
         """Every point, grouped by shape so that the variants of one shape are adjacent
-        (the last axes vary fastest: batch before context before d_model, vocab, dtype).
+        (the last axes vary fastest: batch before context before d_model, vocab, dtype), each
+        world of `gpus` ranks where those are given.
         A sampler takes the loss semantics' `off` values, so it is measured once per shape. A
         variant runs on each chosen workload it has (`Variant.workloads`; none chosen: its
         own); a point of the logits workload has d_model 0 (no projection)."""
@@ -99,6 +101,8 @@ class Grid:
         points: dict[Config, None] = {}
         for combo in itertools.product(*(self.values[a.name] for a in order)):
             shape = dict(zip((a.name for a in order), combo, strict=True))
+            if self.gpus and shape["fsdp"] * shape["tp"] not in self.gpus:
+                continue
             if shape["model"] != NO_MODEL:  # the model's vocab and d_model, whatever the grid lists
                 model = resolve_model(shape["model"])
                 shape.update({name: getattr(model, name) for name in self.model_own})
@@ -115,6 +119,27 @@ class Grid:
                                       temperature=self.temperature, **own,
                                       **dict(zip((a.name for a in chunked), extra, strict=True)))] = None
         return list(points)
+
+
+def _worlds(text: str | None, values: dict[str, tuple], given: Mapping[str, str | None]) -> tuple[int, ...]:
+    """`--gpus`: the world sizes given (`text`; () when not given), each split into `fsdp` =
+    GPUs / `tp` for each tp in `values`, which get those fsdp values (`Grid.expand` keeps the
+    worlds of the sizes given). A `UsageError` with --fsdp too, without a model, or for a tp
+    that does not divide a size."""
+    if text is None:
+        return ()
+    gpus = parse_world(text, "gpus")
+    if given.get("fsdp") is not None:
+        raise UsageError("shards the model over the GPUs --tp leaves (fsdp = gpus / tp): give --gpus or --fsdp, "
+                         "not both", "gpus")
+    if all(m == NO_MODEL for m in values["model"]):
+        raise UsageError("applies to a model's training step: give --model too", "gpus")
+    for size in gpus:
+        for tp in values["tp"]:
+            if size % tp:
+                raise UsageError(f"{tp} does not divide --gpus {size:,} (each world is fsdp × tp GPUs)", "tp")
+    values["fsdp"] = tuple(dict.fromkeys(size // tp for size in gpus for tp in values["tp"]))
+    return gpus
 
 
 def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str]) -> None:
@@ -190,7 +215,7 @@ def option_text(value: object) -> str | None:
     return str(value)
 
 
-GRID_PARAMS: tuple[str, ...] = tuple(a.name for a in AXES) + ("variant", "workload", "temperature")
+GRID_PARAMS: tuple[str, ...] = tuple(a.name for a in AXES) + ("variant", "workload", "temperature", "gpus")
 
 
 def grid_params(params: Mapping[str, object]) -> dict[str, Any]:
@@ -206,15 +231,17 @@ class GridOptions:
     by `grid(device)`. An unknown axis is a `UsageError`."""
 
     def __init__(self, *, variant: str | Iterable[str] | None = None, workload: str | None = None,
-                 temperature: float = 0.9, **axes: object) -> None:
+                 temperature: float = 0.9, gpus: int | str | Iterable[int] | None = None, **axes: object) -> None:
         unknown = sorted(set(axes) - set(BY_NAME))
         if unknown:
             raise UsageError(f"not an axis (axes: {', '.join(BY_NAME)})", unknown[0])
         self.axes: dict[str, str | None] = {k: option_text(v) for k, v in axes.items()}
         self.variant, self.workload, self.temperature = option_text(variant), workload, temperature
+        self.gpus = option_text(gpus)
 
     def __repr__(self) -> str:
-        return f"GridOptions(variant={self.variant!r}, workload={self.workload!r}, axes={self.axes!r})"
+        return (f"GridOptions(variant={self.variant!r}, workload={self.workload!r}, gpus={self.gpus!r}, "
+                f"axes={self.axes!r})")
 
     @classmethod
     def from_params(cls, params: Mapping[str, object]) -> GridOptions:
@@ -230,7 +257,7 @@ class GridOptions:
     def given(self, **changes: Any) -> GridOptions:
         """These options with some replaced (axes, variant, workload, temperature)."""
         return GridOptions(**{**self.axes, "variant": self.variant, "workload": self.workload,
-                              "temperature": self.temperature, **changes})
+                              "temperature": self.temperature, "gpus": self.gpus, **changes})
 
     def grid(self, device: str) -> Grid:
         """The grid for `device` ('cpu', 'cuda' or a named GPU target); unset axes take the
@@ -244,7 +271,10 @@ class GridOptions:
         runs = {w for n in grid.variants for w in grid.runs(n)}  # the workloads the grid has points of
         if LOGITS in runs:
             _logits_rules(values, self.axes, only=runs == {LOGITS})
+        gpus = _worlds(self.gpus, values, self.axes)
         _check_rules(values, self.axes, samplers)
+        if gpus:
+            grid = replace(grid, gpus=gpus)
         if any(m != NO_MODEL for m in values["model"]):
             grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)))
         logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4

@@ -124,7 +124,7 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
     result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
     result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
     result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
-    result.tokens_per_s = config.tokens / (timing.median_ms / 1e3)
+    result.tokens_per_s = config.tokens / config.gpus_per_step / (timing.median_ms / 1e3)
     if variant.compiles or config.compile == Compile.BLOCKS:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
     result.flops = count_flops(config)  # a sharded point's too: through a fake process group, here

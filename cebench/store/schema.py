@@ -109,7 +109,8 @@ _PLACED: tuple[Column, ...] = (  # in the order of files written with schemas 1-
     Column("repeats", "int", "steps", "number of timed steps"),
     Column("time_ms_samples", "samples", "ms", "every timed step, space-separated in measurement order (so any "
            "statistic can be recomputed; `check --time-tol` tests them)", added=2),
-    Column("tokens_per_s", "float", "tokens/s", "`tokens` / median step time"),
+    Column("tokens_per_s", "float", "tokens/s", "`tokens` / median step time, per GPU (÷ `tp`: a TP group's "
+           "ranks share its step's tokens)"),
     Column("compile_s", "float", "s", "compiled variants: first call − median"),
     Column("flops", "int", "FLOP", "FLOPs of one step (2 per multiply-add) as `FlopCounterMode` counts them on "
            "`meta` tensors; compiled variants counted on their eager twin; empty where it cannot be trusted (a "
@@ -170,7 +171,8 @@ _SINCE_8: tuple[Column, ...] = (  # the columns added after schema 8, in the ord
            "(a roofline summed over its traced ops, efficiencies calibrated on published rows; `cebench targets`); "
            "a prediction, never a measurement; empty where the model cannot predict it (the note says why)",
            added=9),
-    Column("predicted_tokens_per_s", "float", "tokens/s", "non-padding tokens / `predicted_time_ms`", added=9),
+    Column("predicted_tokens_per_s", "float", "tokens/s",
+           "non-padding tokens / `predicted_time_ms`, per GPU (÷ `tp`, as `tokens_per_s`)", added=9),
 )
 _AXES_SINCE = tuple(a for a in AXES if a.name not in {c.name for c in _PLACED})
 # Every column in CSV order: those placed above, the column of each axis declared up to schema 8, the columns
