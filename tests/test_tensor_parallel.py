@@ -259,3 +259,6 @@ def test_a_split_steps_tokens_per_second_are_per_gpu(measured, model):
     assert [(r.fsdp, r.tp) for r in rows] == [(4, 1), (2, 2)]
     for row in rows:
         assert row.predicted_tokens_per_s == pytest.approx(2 * 64 / row.tp / (row.predicted_time_ms / 1e3))
+    # the rate the collectives are costed at is stated: the H100's NVLink, one direction
+    assert "time: collectives at 450 GB/s a direction, h100-80gb's link" in rows[1].note
+    assert "tensor parallelism's each waited for" in rows[1].note

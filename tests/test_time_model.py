@@ -241,7 +241,7 @@ def test_fsdp_collectives_cross_the_link_beside_the_computation(tmp_path):
     assert trace.step_time(config, costs) == pytest.approx(max(work, talk) * 1e3, rel=1e-12)
     (row,) = api.predict(target="h100-80gb", **grid)
     assert row.predicted_time_ms == pytest.approx(trace.step_time(config, costs), rel=1e-9)
-    assert "FSDP's collectives at the link's datasheet rate" in row.note
+    assert "FSDP's collectives at 450 GB/s a direction, h100-80gb's link by its datasheet" in row.note
 
 
 def test_the_logits_workload_measures_and_predicts_the_loss_of_given_logits(tmp_path):

@@ -126,3 +126,17 @@ def step_ms(ops: Mapping[OpCost, int], target: Target, constants: Efficiency | N
     work = sum(n * constants.seconds(op, target) for op, n in ops.items() if not overlapped(op))
     talk = sum(n * constants.seconds(op, target) for op, n in ops.items() if overlapped(op))
     return max(work, talk) * 1e3
+
+
+def collectives_note(target: Target | None, fsdp: int, tp: int) -> str:
+    """What the time of a step sharded over `fsdp` ranks and split over `tp` says of its
+    collectives: how they run beside the rest (`step_ms`) and at what rate (`target`'s link;
+    None: a target without one named)."""
+    rate = ("the link's datasheet rate" if target is None else
+            f"{target.link_bytes_per_s / 1e9:,.0f} GB/s a direction, {target.name}'s link by its datasheet")
+    rate += " (not calibrated; every rank's link alike: no slower network between nodes)"
+    if tp == 1:
+        return f"FSDP's collectives at {rate}, overlapped with the rest"
+    if fsdp == 1:
+        return f"tensor parallelism's collectives at {rate}, each waited for"
+    return f"collectives at {rate}, FSDP's overlapped with the rest, tensor parallelism's each waited for"

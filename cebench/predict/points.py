@@ -91,7 +91,7 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
             if time_ms < timemodel.SHORT_MS and target is not None else "",
             "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
             "compiled rows)" if generated else "",
-            _collectives_note(config) if config.sharded else "")))
+            f"time: {timemodel.collectives_note(target, config.fsdp, config.tp)}" if config.sharded else "")))
     result.note = "; ".join(filter(None, (result.note, said)))
 
 
@@ -260,13 +260,3 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     body = (_body_peak(training.body_config(replace(config, batch=batch)), resolve_model(config.model), shared=True)
             if batch and config.has_model else None)
     return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache), time_ms, body_peak_bytes=body)
-
-
-def _collectives_note(config: Config) -> str:
-    """What a sharded or split row's time says of its collectives."""
-    if config.tp == 1:
-        return "time: FSDP's collectives at the link's datasheet rate (not calibrated), overlapped with the rest"
-    if config.fsdp == 1:
-        return "time: tensor parallelism's collectives at the link's datasheet rate (not calibrated), each waited for"
-    return ("time: collectives at the link's datasheet rate (not calibrated), FSDP's overlapped with the rest, tensor "
-            "parallelism's each waited for")

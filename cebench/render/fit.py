@@ -9,6 +9,8 @@ from cebench.analyze.compare import loss_share
 from cebench.core import devices
 from cebench.core.axes import STEP_SETTINGS, Checkpointing, Compile
 from cebench.core.config import LOSS
+from cebench.core.targets import BY_NAME
+from cebench.core.timemodel import collectives_note
 from cebench.core.units import format_bytes, format_ms, format_percent
 from cebench.losses import variants
 from cebench.render.table import Column, Table
@@ -144,10 +146,14 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
         best = fitted.fits[fitted.fastest]
         chunk = f"chunk {best.config.ce_chunk:,}" if best.config.ce_chunk else ""
         setting = " · ".join(filter(None, (best.config.variant, chunk, setting_label(best.config, varied(fitted)))))
-        per_gpu = " per GPU" if any(f.config.sharded for f in fitted.fits) else ""
+        worlds = [f.config for f in fitted.fits if f.config.sharded]
+        per_gpu = " per GPU" if worlds else ""
+        # how FSDP's and tensor parallelism's collectives are costed, where either ran
+        talk = ("; " + collectives_note(BY_NAME.get(c.device), max(w.fsdp for w in worlds),
+                                        max(w.tp for w in worlds))) if worlds else ""
         time = (f" {FASTEST} fastest that fits: {setting} at batch {best.batch:,}, "
                 f"{best.tokens_per_s:,.0f} tokens/s{per_gpu} predicted (time: the time model's step time at the max "
-                "batch, a roofline over the traced ops calibrated on published rows; cebench targets).")
+                f"batch, a roofline over the traced ops calibrated on published rows{talk}; cebench targets).")
     context = f"context {c.context:,}" + (f" ({fitted.context_from})" if fitted.context_from else "")
     kept = (f"{format_percent(fitted.headroom)} of the budget" if fitted.headroom
             else "none of the budget (--headroom 0%)")
