@@ -6,6 +6,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from cebench import api
 from cebench.cli import app
 from cebench.core import devices
 from cebench.predict.points import fit, predict
@@ -178,3 +179,11 @@ def test_the_chunked_loss_sums_each_chunks_h_gradient_in_place():
     assert predicted.peak_delta_bytes == measured.peak_delta_bytes
     h_grad = 16 * 128 * 512 * 4
     assert 2 * h_grad < measured.peak_delta_bytes < 3 * h_grad
+
+
+def test_predict_reports_each_point_before_it_is_predicted():
+    seen = []
+    rows = api.predict(target="cpu", variant="dense,chunked", batch="1,2", context=8, vocab=256, d_model=32, ce_chunk=4,
+                       progress=lambda done, total, point: seen.append((done, total, point.variant, point.batch)))
+    assert [s[:2] for s in seen] == [(i, len(rows)) for i in range(len(rows))] and len(rows) == 4
+    assert [s[2:] for s in seen] == [(r.variant, r.batch) for r in rows]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -24,6 +25,9 @@ from cebench.cli.options import (
 from cebench.commands.predict import HEADROOM
 from cebench.core import devices
 from cebench.run.grid import grid_params
+
+if TYPE_CHECKING:
+    from cebench.core.config import Config
 
 Target = typer.Option(None, "--target", metavar="TARGET", show_default=False, help=TARGET_HELP)
 
@@ -54,9 +58,19 @@ def predict_command(
     predicted and no time.
     """
     from cebench import api
+    from cebench.core.axes import world_label
 
     target = devices.one_name(target, device, "target", "device", "cuda")
-    rows = api.predict(target=target, out=out_path, point_timeout=point_timeout, **grid_params(ctx.params))
+    with err.status("predicting…") as status:  # on a terminal only, gone when the table comes
+
+        def progress(done: int, total: int, point: Config) -> None:
+            chunk = f" {point.ce_chunk:,}" if point.ce_chunk else ""
+            world = world_label(point.axis_values())
+            status.update(f"predicting {done + 1}/{total}: {point.variant}{chunk} · batch {point.batch:,} × context "
+                          f"{point.context:,}{' · ' + world if world else ''}…")
+
+        rows = api.predict(target=target, out=out_path, point_timeout=point_timeout, progress=progress,
+                           **grid_params(ctx.params))
     import torch  # torch and pandas after the arguments are checked: a usage error is one line at once
 
     from cebench.render.report import results_table

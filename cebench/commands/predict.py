@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -27,14 +27,16 @@ if TYPE_CHECKING:
 
 
 def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeout: float | None = None,
-            **grid: Any) -> list[Result]:
+            progress: Callable[[int, int, Config], None] | None = None, **grid: Any) -> list[Result]:
     """Each point's peak memory on `target` ('cuda': storages charged as the caching
     allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
     cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
     with `mem_method` 'predicted', `flops`, and no time; a compiled variant as inductor's generated
     code runs (`cebench.predict.compiled`; unsharded, else `unsupported`).
     Also appended to the CSV `out` when given. A user's loss or build still running after
-    `point_timeout` seconds at once is stopped (`UsageError`; None: no limit)."""
+    `point_timeout` seconds at once is stopped (`UsageError`; None: no limit). `progress`,
+    when given, is called before each point with how many are done, how many there are and
+    the point."""
     from cebench.core import devices
 
     device = devices.target(arguments.name(target, "target"), param="target").name
@@ -53,8 +55,12 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
         variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
         expanded = points.expand()
         warn_meta_work(expanded, "predict")
+        rows = []
         with session():  # the points' sharded steps share their fake world and models
-            rows = [predict_point(point) for point in expanded]
+            for done, point in enumerate(expanded):
+                if progress is not None:
+                    progress(done, len(expanded), point)
+                rows.append(predict_point(point))
     if out is not None:
         with ResultWriter(out) as writer:
             for row in rows:
