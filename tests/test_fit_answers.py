@@ -158,3 +158,20 @@ def test_a_users_build_is_not_told_to_checkpoint_blocks_cebench_cannot(tmp_path)
                     "--context", "8", "--variant", "dense", "--headroom", "0")
     assert result.exit_code == 0, result.output
     assert "try a shorter --context, --fsdp N (per rank) or a larger --budget." in " ".join(result.stdout.split())
+
+
+def test_columns_names_any_column_fit_can_show_and_leaves_out_those_an_answer_lacks(tiny):
+    from cebench.render.fit import COLUMN_KEYS, fit_table
+
+    # with a model on a named GPU: the loss alone's columns, the time's and the loss share are all there
+    fitted = api.fit(target="h100-80gb", model=tiny, context=16, variant="dense", budget="256MiB", headroom="0%")
+    keys = [c.key for c in fit_table(fitted).columns]
+    assert {"alone", "time", "tokens_per_s", "loss_share"} <= set(keys) and set(keys) <= set(COLUMN_KEYS)
+    # without a model, on cpu: none of those, yet naming them is no error
+    lacking = invoke("fit", "--target", "cpu", "--budget", "8MiB", "--context", "16", "--vocab", "300",
+                     "--d-model", "8", "--variant", "dense", "--columns", "loss_share,time,alone")
+    assert lacking.exit_code == 0, lacking.output
+    assert "loss share" not in lacking.output and "max batch" in lacking.output
+    unknown = invoke("fit", "--target", "cpu", "--budget", "8MiB", "--context", "16", "--variant", "dense",
+                     "--columns", "no_such")
+    assert unknown.exit_code == 2 and "unknown column(s) no_such" in unknown.output

@@ -36,9 +36,9 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
     """Give a command one option per axis of `AXES` (but those in `skip`), in their order,
     after its `after` parameter (default `ctx`, else first): `--batch LIST` and so on, None when not given (the device's
     default), with the help and defaults the axis declares, and `--gpus` after the world's axes
-    (`GridOptions`' gpus). Axes in `single` take one value
-    (metavar VALUE, the axis's singular help); `defaults` replaces an axis's default text in
-    the help. The command reads them from `ctx.params` (see `GridOptions.from_params`)."""
+    (`GridOptions`' gpus). Axes in `single` take one value (metavar VALUE, the axis's singular
+    help; --gpus too where fsdp does); `defaults` replaces an axis's default text in the help.
+    The command reads them from `ctx.params` (see `GridOptions.from_params`)."""
     defaults = defaults or {}
 
     def decorate(fn: F) -> F:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cebench.cli.app import command, err, out, print_table
+from cebench.cli.app import check_columns, command, err, out, print_table
 from cebench.cli.options import (
     FIT_POINT,
     TARGET_HELP,
@@ -61,6 +61,10 @@ def predict_command(
     from cebench.core.axes import world_label
 
     target = devices.one_name(target, device, "target", "device", "cuda")
+    if columns is not None:  # checked before the work, not after a long prediction
+        from cebench.render.report import column_keys
+
+        check_columns(columns, column_keys(timed=False))
     with err.status("predicting…") as status:  # on a terminal only, gone when the table comes
 
         def progress(done: int, total: int, point: Config) -> None:
@@ -76,7 +80,7 @@ def predict_command(
     from cebench.render.report import results_table
     from cebench.store.frame import to_frame
     title = f"cebench predict · target {rows[0].device if rows else target} · torch {torch.__version__}"
-    print_table(results_table(to_frame(rows), title=title, unit=unit), wide, columns)
+    print_table(results_table(to_frame(rows), title=title, unit=unit), wide, columns, checked=True)
     if out_path is not None:
         out.print(f"{len(rows)} rows → {out_path}", highlight=False)
 
@@ -118,15 +122,16 @@ def fit_command(
     (max_position_embeddings). Every peak stays under the budget less --headroom.
     """
     from cebench import api
-    from cebench.render.fit import fit_note, fit_table
+    from cebench.render.fit import COLUMN_KEYS, fit_note, fit_table
 
     target = devices.one_name(target, device, "target", "device", "cuda")
+    check_columns(columns, list(COLUMN_KEYS))  # before the work; a column this answer lacks is left out
     with out.status("searching…"):
         fitted = api.fit(budget, target=target, max_batch=max_batch, measure=measure, headroom=headroom,
                          out=out_path, point_timeout=point_timeout, **grid_params(ctx.params))
     for name, why in fitted.not_fitted.items():
         err.print(f"not fitted: {name}: {why}", style="yellow", highlight=False)
-    print_table(fit_table(fitted, unit), wide, columns)
+    print_table(fit_table(fitted, unit), wide, columns, checked=True)
     out.print(fit_note(fitted, unit), highlight=False)
     if out_path is not None:
         out.print(f"{sum(f.answered for f in fitted.fits)} rows → {out_path}", highlight=False)

@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from cebench.predict.points import Fit
 
 FASTEST = "◀"  # marks the row of the most predicted tokens per second within the budget (the note names it)
+# The keys of every column `fit_table` can show (for `--columns`), whichever an answer has: the loss alone's with a
+# model, the time's on a named GPU, the loss share with a model, the measured peak with --measure.
+COLUMN_KEYS: tuple[str, ...] = ("variant", "ce_chunk", "batch", "alone", "alone_vs_base", "time", "tokens_per_s",
+                                "tokens", "peak_bytes", "of_budget", "loss_share", "vs_base", "predictions",
+                                "measured")
 
 
 def setting_label(config: object, names: tuple[str, ...]) -> str:
