@@ -3,7 +3,7 @@ results CSVs to edit row by row."""
 from __future__ import annotations
 
 import functools
-import gc
+import json
 import os
 import signal
 from collections.abc import Callable
@@ -29,7 +29,7 @@ import torch  # noqa: F401  (as matplotlib)
 from typer.testing import CliRunner, Result
 
 from cebench.cli import app
-from cebench.core import interpreter
+from cebench.core import devices, interpreter
 from cebench.core.config import Config
 from cebench.run.runner import Settings
 
@@ -39,13 +39,12 @@ interpreter.enable()
 
 # Every point collects garbage before it is measured (`Device.free_cache`). A full
 # collection walks every object the imports made (~370,000 with torch, pandas and
-# matplotlib): 0.1-0.2 s a call, half the time of a tiny sweep. Freezing them (they live as
-# long as the process anyway) leaves the collections only the objects the tests make;
+# matplotlib): 0.1-0.2 s a call, half the time of a tiny sweep. Freezing them for good (they
+# live as long as the process anyway) leaves the collections only the objects the tests make;
 # what a point measures does not change (the allocator sees the same tensors). A sweep or
 # `run` freezes what is alive when it starts (`devices.frozen_heap`) and, the heap being
-# frozen here already, leaves it frozen: each later collection walks only what was made since.
-gc.collect()
-gc.freeze()
+# frozen for good here, leaves it frozen: each later collection walks only what was made since.
+devices.freeze_for_good()
 
 FAST = Settings(warmup=1, repeats=2)
 
@@ -122,6 +121,13 @@ def in_child(argv: list[str]) -> tuple[int, str, str]:
     outcome = isolate.call(cli, (argv,), isolate.Child(), 300)
     assert outcome.status == "ok", outcome.error
     return outcome.value
+
+
+def model_file(folder: Path, config: dict[str, object]) -> Path:
+    """`config` (a config.json's fields) written as `folder`/tiny.json: a file a test passes as --model."""
+    path = folder / "tiny.json"
+    path.write_text(json.dumps(config))
+    return path
 
 
 def cpu_config(variant: str = "dense", batch: int = 2, context: int = 64, vocab: int = 2000,

@@ -4,7 +4,6 @@ options: a `UsageError` naming the argument, never an error from inside cebench 
 line say what the commands will do; user code run under a very long limit, or none, says so as it starts."""
 from __future__ import annotations
 
-import json
 import warnings
 
 import pandas as pd
@@ -14,6 +13,7 @@ from typer.testing import CliRunner
 from cebench import api
 from cebench.cli.app import app
 from cebench.core.errors import InputWarning
+from conftest import model_file
 
 SHAPE = {"context": 8, "vocab": 64, "d_model": 8}
 # 2 blocks, every parameter dividing evenly over 2 ranks (tests/test_fsdp_measured.py's)
@@ -26,9 +26,7 @@ LOSS = "import torch.nn.functional as F\n\n\ndef loss(h, weight, targets):\n" \
 
 @pytest.fixture
 def model(tmp_path):
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return str(path)
+    return str(model_file(tmp_path, TINY))
 
 
 @pytest.mark.parametrize(("call", "param"), [

@@ -5,7 +5,6 @@ smoke test's process is an error row, the sweep's other variants measured."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from cebench.core import devices
 from cebench.core.axes import BY_NAME, MAX_WORLD, parse_world
 from cebench.core.errors import UsageError
 from cebench.run import ranks
+from conftest import model_file
 
 # 2 blocks, d_model 64, vocab 512: a step of milliseconds (tests/test_fsdp_measured.py's).
 TINY = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -40,9 +40,7 @@ def rows(path: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("bounds") / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return path
+    return model_file(tmp_path_factory.mktemp("bounds"), TINY)
 
 
 def test_the_world_size_is_bounded_beyond_any_cluster():

@@ -90,11 +90,14 @@ class _Cycle:
         self.me, self.tensor = self, torch.ones(4)
 
 
-def test_a_frozen_heap_still_frees_what_its_steps_made_and_thaws_what_it_froze():
+def test_a_frozen_heap_still_frees_what_its_steps_made_and_thaws_what_it_froze(monkeypatch):
     import gc
     import weakref
 
-    frozen_by_the_suite = gc.get_freeze_count()  # conftest freezes the suite's imports
+    from cebench.core import devices as devices_mod
+
+    frozen_by_the_suite = gc.get_freeze_count()  # conftest freezes the suite's imports for good
+    monkeypatch.setattr(devices_mod, "_FOR_GOOD", [False])  # as a process that never froze its heap
     gc.unfreeze()
     try:
         before = _Cycle()
@@ -116,7 +119,15 @@ def test_a_frozen_heap_still_frees_what_its_steps_made_and_thaws_what_it_froze()
         with devices.frozen_heap():
             pass
         assert gc.get_freeze_count() > 0
+        gc.unfreeze()
+        devices.freeze_for_good()  # one that says so is not even asked how much it froze
+        monkeypatch.setattr(gc, "get_freeze_count", lambda: pytest.fail("counted the frozen objects"))
+        with devices.frozen_heap():
+            pass
+        monkeypatch.undo()
+        assert gc.get_freeze_count() > 0
     finally:
+        devices_mod._FOR_GOOD[0] = True
         gc.collect()
         if frozen_by_the_suite:
             gc.freeze()

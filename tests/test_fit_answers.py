@@ -3,7 +3,6 @@ when none is given (said), each answer's row written with --out, a group that fa
 with its setting, and what a peak does not count said under the table."""
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from cebench.core.errors import UsageError
 from cebench.predict import points
 from cebench.predict.trace import predict_peak
 from cebench.store.frame import load
+from conftest import model_file
 
 LOSS = {"target": "cpu", "variant": "dense,chunked", "ce_chunk": 16, "context": 16, "vocab": 300, "d_model": 8}
 # 1 block, an odd vocabulary and 40 learned positions at most (max_position_embeddings)
@@ -25,9 +25,7 @@ TINY = {"model_type": "llama", "vocab_size": 97, "hidden_size": 16, "num_hidden_
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> str:
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return str(path)
+    return str(model_file(tmp_path, TINY))
 
 
 def invoke(*args: object) -> object:

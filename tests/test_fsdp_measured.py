@@ -6,7 +6,6 @@ The rank functions below run in the ranks' processes, which import this module: 
 nothing heavy."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -32,9 +31,9 @@ ADAMW_CPU_RESIDUE = 12
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("fsdp") / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return str(path)
+    from conftest import model_file  # here: the ranks' processes import this module, and nothing heavy with it
+
+    return str(model_file(tmp_path_factory.mktemp("fsdp"), TINY))
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from cebench.models import training as training_mod
 from cebench.predict import fake_world, series
 from cebench.predict.trace import predict_peak
 from cebench.run.grid import GridOptions
+from conftest import model_file
 
 pytestmark = [pytest.mark.fsdp_predicted]
 
@@ -42,9 +43,7 @@ def config(path: Path, target: str = "cpu", **grid: object):
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> Path:
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return path
+    return model_file(tmp_path, TINY)
 
 
 @pytest.mark.parametrize(("variant", "checkpointing"), list(MEASURED))

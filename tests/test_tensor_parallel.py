@@ -38,9 +38,9 @@ def _key(row) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("tp") / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return str(path)
+    from conftest import model_file  # here: the ranks' processes import this module, and nothing heavy with it
+
+    return str(model_file(tmp_path_factory.mktemp("tp"), TINY))
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +210,7 @@ def test_split_and_sharded_a_world_of_four_is_predicted_per_rank(model):
 
 
 def test_fit_answers_for_each_world_side_by_side(model):
-    from cebench.render.fit import fit_table
+    from cebench.render.fit import fit_note, fit_table
 
     fitted = api.fit(target="cpu", model=model, context=38, variant="dense", tp="1,2", budget="3MiB",
                      optimizer="sgd")
@@ -223,6 +223,8 @@ def test_fit_answers_for_each_world_side_by_side(model):
         assert (f.peak_bytes, f.body_peak_bytes) == (row.peak_bytes, row.body_peak_bytes)
         assert 0 < f.body_peak_bytes < f.peak_bytes
     assert "loss_share" in [c.key for c in fit_table(fitted).columns]
+    note = fit_note(fitted)  # the ranks it speaks of are split by TP alone
+    assert "with TP one rank's: rank 0's" in note and "with FSDP" not in note
 
 
 def test_gpus_splits_each_world_into_fsdp_over_what_tp_leaves(model):

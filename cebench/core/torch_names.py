@@ -26,7 +26,8 @@ from torch.utils._python_dispatch import TorchDispatchMode  # the dispatch-mode 
 
 __all__ = ["LOWERS_BACKWARD_AHEAD", "RELEASE", "after_backward", "AllocationFields", "current_autograd_node",
            "custom_op_kernel", "dynamo_frames", "dynamo_reset", "dynamo_supported", "EventType", "fake_collectives",
-           "FakeTensorMode", "foreach_devices", "fused_sdp_choice", "is_fake", "is_non_overlapping_and_dense",
+           "FakeTensorMode", "foreach_devices", "fused_sdp_choice", "import_dynamo", "is_fake",
+           "is_non_overlapping_and_dense",
            "is_zero_tensor", "linear_cross_entropy_chunk", "modes_off", "no_dispatch", "node_call", "OpOverload",
            "packet", "ProfilerEvent", "pytree", "schema", "storage_key", "storage_uses", "tensor_uses",
            "TensorMetadata", "TorchDispatchMode", "TorchOpFields", "unset_fake_temporarily"]
@@ -59,6 +60,12 @@ is_non_overlapping_and_dense = _dense_check()
 # (`torch._functorch.config.force_non_lazy_backward_lowering`, 2.9 on); torch 2.8 lowers it
 # lazily, when the backward first runs (`cebench.predict.compiled` lowers it there then).
 LOWERS_BACKWARD_AHEAD: bool = hasattr(torch._functorch.config, "force_non_lazy_backward_lowering")
+
+
+def import_dynamo() -> None:
+    """Import Dynamo (`torch._dynamo`: seconds), which torch imports the first time a step
+    calls what it wraps (an optimizer's step, checkpointing, torch.compile)."""
+    import torch._dynamo  # noqa: F401
 
 
 def dynamo_frames() -> int:

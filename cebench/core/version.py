@@ -4,6 +4,7 @@ checks: `.ci/run`), told without importing torch (`torch_outside_range`). A leaf
 that any layer can read it without importing the package facade (`cebench/__init__.py`)."""
 from __future__ import annotations
 
+import functools
 import re
 from importlib.metadata import PackageNotFoundError, version
 
@@ -18,13 +19,22 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 TORCH_RANGE: tuple[tuple[int, int], tuple[int, int]] = ((2, 8), (2, 14))
 
 
+@functools.cache
+def _installed_torch() -> str | None:
+    """The installed torch distribution's version string (None: not installed), read once: a
+    read of its metadata takes milliseconds, and a prediction asks for it with every trace."""
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return None
+
+
 def torch_release(installed: str | None = None) -> tuple[int, int] | None:
     """The installed torch's release (major, minor), from `installed` (a version string) or its
     distribution's metadata; None where it cannot be read (not installed, a source build)."""
     if installed is None:
-        try:
-            installed = version("torch")
-        except PackageNotFoundError:
+        installed = _installed_torch()
+        if installed is None:
             return None
     found = re.match(r"(\d+)\.(\d+)", installed)
     return None if found is None else (int(found[1]), int(found[2]))
@@ -35,9 +45,8 @@ def torch_outside_range(installed: str | None = None) -> str | None:
     installed distribution's) is outside `TORCH_RANGE`, or None when it is inside (or its
     version cannot be read: a source build)."""
     if installed is None:
-        try:
-            installed = version("torch")
-        except PackageNotFoundError:
+        installed = _installed_torch()
+        if installed is None:
             return "cebench needs torch: pip install torch (or make install: the CPU build)"
     release = torch_release(installed)
     if release is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -109,6 +110,39 @@ def _tensors(values: Iterable[object]) -> list[torch.Tensor]:
     return found
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What `Costs.op` needs of an op that is not its arguments': its `name` (without the
+    namespace), the arguments it does not read (`UNREAD`), whether it is a collective, its
+    FLOP formula (None: none), whether it reads its inputs at all and its class when it does
+    no FLOPs."""
+
+    name: str
+    unread: tuple[int, ...]
+    collective: bool
+    formula: Callable[..., int] | None
+    write_only: bool
+    kind: str
+
+
+_FACTS: dict[OpOverload, _Facts | None] = {}
+
+
+def _facts(func: OpOverload) -> _Facts | None:
+    """`func`'s `_Facts`, found once per process (an op runs thousands of times a trace); None
+    for an op that costs nothing (a view, `NO_KERNEL`, a profiler mark, a `prim::` query)."""
+    if func in _FACTS:
+        return _FACTS[func]
+    name = schema(func).name.partition("::")[2]
+    facts = None
+    if not (func.is_view or name in NO_KERNEL or func.namespace in ("profiler", "prim")):  # prim::device: a query
+        facts = _Facts(name, UNREAD.get(name, ()), func.namespace in ("c10d", "_c10d_functional"),
+                       _formulas().get(packet(func)), name in WRITE_ONLY,
+                       SYNC if name in SYNCS else REDUCTION if name in REDUCTIONS else ELEMENTWISE)
+    _FACTS[func] = facts
+    return facts
+
+
 class Costs:
     """The ops of one traced step, counted by cost (`ops`: `OpCost` → how many times it ran)
     and, in order, in `sequence` (what `cebench.predict.series` aligns across traces)."""
@@ -119,25 +153,23 @@ class Costs:
 
     def op(self, func: OpOverload, args: tuple, kwargs: dict, out: object) -> None:
         """Count one dispatched op with its outputs `out`."""
-        name = schema(func).name.partition("::")[2]
-        if func.is_view or name in NO_KERNEL or func.namespace in ("profiler", "prim"):  # prim::device: a query
+        facts = _facts(func)
+        if facts is None:
             return
-        unread = UNREAD.get(name, ())
+        unread = facts.unread
         inputs = _tensors([*(a for i, a in enumerate(args) if i not in unread),
                            *(v for k, v in kwargs.items() if k != "out")])
         outputs = _tensors((out,))
         if not inputs and not outputs:
             return
         precision = _precision(inputs or outputs)
-        if func.namespace in ("c10d", "_c10d_functional"):
-            self._add(OpCost(COLLECTIVE, precision, 0, _sent(name, inputs), name))
+        if facts.collective:
+            self._add(OpCost(COLLECTIVE, precision, 0, _sent(facts.name, inputs), facts.name))
             return
-        formula = _formulas().get(packet(func))
-        flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
-        read = 0 if name in WRITE_ONLY else sum(map(tensor_bytes, inputs))
+        flops = int(facts.formula(*args, **kwargs, out_val=out)) if facts.formula is not None else 0
+        read = 0 if facts.write_only else sum(map(tensor_bytes, inputs))
         written = sum(map(tensor_bytes, outputs))
-        kind = MATMUL if flops else SYNC if name in SYNCS else REDUCTION if name in REDUCTIONS else ELEMENTWISE
-        self._add(OpCost(kind, precision, flops, read + written, name))
+        self._add(OpCost(MATMUL if flops else facts.kind, precision, flops, read + written, facts.name))
 
     def _add(self, op: OpCost) -> None:
         self.ops[op] += 1

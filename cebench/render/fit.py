@@ -126,6 +126,7 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
     c = fitted.fits[0].config
     workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
     inputs = "the inputs h, weight, targets"
+    worlds = [f.config for f in fitted.fits if f.config.sharded]
     if c.has_model:
         names = varied(fitted)
         optimizer = "each group's optimizer" if "optimizer" in names else c.optimizer
@@ -133,10 +134,11 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
                          else f"checkpointing {c.activation_checkpointing}")
         if "compile" in names or c.compile == Compile.BLOCKS:
             checkpointing += ", blocks compiled as each group says" if "compile" in names else ", blocks compiled"
-        sharded = any(f.config.sharded for f in fitted.fits)
-        ranks = (", with FSDP one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
-                 "max batch is per rank" if sharded else "")
-        if any(f.config.tp > 1 for f in fitted.fits):
+        split = " and ".join(name for name, n in (("FSDP", max((w.fsdp for w in worlds), default=1)),
+                                                  ("TP", max((w.tp for w in worlds), default=1))) if n > 1)
+        ranks = (f", with {split} one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
+                 "max batch is per rank" if worlds else "")
+        if any(w.tp > 1 for w in worlds):
             ranks += " (under --tp a TP group's ranks share its batch)"
         from cebench.models.model import resolve_model
 
@@ -151,7 +153,6 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
         best = fitted.fits[fitted.fastest]
         chunk = f"chunk {best.config.ce_chunk:,}" if best.config.ce_chunk else ""
         setting = " · ".join(filter(None, (best.config.variant, chunk, setting_label(best.config, varied(fitted)))))
-        worlds = [f.config for f in fitted.fits if f.config.sharded]
         per_gpu = " per GPU" if worlds else ""
         # how FSDP's and tensor parallelism's collectives are costed, where either ran
         talk = ("; " + collectives_note(BY_NAME.get(c.device), max(w.fsdp for w in worlds),

@@ -85,11 +85,12 @@ def setup(child: Child) -> None:
 
 @functools.cache
 def _context() -> multiprocessing.context.SpawnContext | multiprocessing.context.ForkServerContext:
-    """Where children come from: a forkserver that preloads torch, else spawn."""
+    """Where children come from: a forkserver that preloads torch and freezes its heap
+    (`cebench.run.server_heap`), else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch._dynamo"])
+    ctx.set_forkserver_preload(["cebench.run.server_heap"])
     return ctx
 
 
