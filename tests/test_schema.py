@@ -202,3 +202,14 @@ def test_a_count_beyond_int64_is_kept_as_a_float():
     frame = to_frame([row, uncounted])
     assert frame["flops"].dtype == "float64" and frame["flops"].iloc[0] == pytest.approx(1.258e20, rel=1e-3)
     assert frame["peak_bytes"].dtype == "Int64"
+
+
+def test_a_whole_number_beyond_int64_in_a_file_loads_as_a_float(tmp_path):
+    """2⁶³ in a column of whole numbers beside an empty cell loads as float64 (pandas could not
+    cast it to int64 and raised from inside)."""
+    def edit(frame: pd.DataFrame) -> None:
+        frame.loc[0, "flops"], frame.loc[1, "flops"] = str(2**63), ""
+
+    frame = load(rewrite(Path(__file__).resolve().parents[1] / "results" / "baseline.csv", tmp_path / "big.csv", edit))
+    assert frame["flops"].dtype == "float64" and frame["flops"].iloc[0] == 2.0**63 and pd.isna(frame["flops"].iloc[1])
+    assert frame["peak_bytes"].dtype == "Int64" and frame["peak_bytes"].notna().all()
