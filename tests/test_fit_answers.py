@@ -164,7 +164,12 @@ def test_columns_names_any_column_fit_can_show_and_leaves_out_those_an_answer_la
     # with a model on a named GPU: the loss alone's columns, the time's and the loss share are all there
     fitted = api.fit(target="h100-80gb", model=tiny, context=16, variant="dense", budget="256MiB", headroom="0%")
     keys = [c.key for c in fit_table(fitted).columns]
-    assert {"alone", "time", "tokens_per_s", "loss_share"} <= set(keys) and set(keys) <= set(COLUMN_KEYS)
+    assert {"alone", "time", "tokens_per_s", "loss_share"} <= set(keys)
+    assert keys == [k for k in COLUMN_KEYS if k in keys]
+    # without a model on a named GPU: the time's columns where they stand with one (after the batch)
+    alone = api.fit(target="h100-80gb", context=16, vocab=300, d_model=8, variant="dense", budget="1GiB")
+    assert [c.key for c in fit_table(alone).columns][:6] == ["variant", "ce_chunk", "batch", "time", "tokens_per_s",
+                                                             "tokens"]
     # without a model, on cpu: none of those, yet naming them is no error
     lacking = invoke("fit", "--target", "cpu", "--budget", "8MiB", "--context", "16", "--vocab", "300",
                      "--d-model", "8", "--variant", "dense", "--columns", "loss_share,time,alone")

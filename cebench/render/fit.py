@@ -1,6 +1,7 @@
 """`cebench fit`'s table and the line under it, from `fit`'s answer (`Fitted`)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -21,11 +22,26 @@ if TYPE_CHECKING:
     from cebench.predict.points import Fit
 
 FASTEST = "◀"  # marks the row of the most predicted tokens per second within the budget (the note names it)
-# The keys of every column `fit_table` can show (for `--columns`), whichever an answer has: the loss alone's with a
-# model, the time's on a named GPU, the loss share with a model, the measured peak with --measure.
-COLUMN_KEYS: tuple[str, ...] = ("variant", "ce_chunk", "batch", "alone", "alone_vs_base", "time", "tokens_per_s",
-                                "tokens", "peak_bytes", "of_budget", "loss_share", "vs_base", "predictions",
-                                "measured")
+# fit's columns, each declared once, in the order they are shown: key (what --columns names), heading ({base}: the
+# baseline variant), priority (`Column.priority`), and which answers have it (None: every one): the loss alone's with
+# a model, the time's on a named GPU, the loss share with a model, the measured peak with --measure.
+_COLUMNS: tuple[tuple[str, str, int, Callable[[Fitted], bool] | None], ...] = (
+    ("variant", "variant", 0, None),
+    ("ce_chunk", "chunk", 0, None),
+    ("batch", "max batch", 0, None),
+    ("alone", "loss alone", 1, lambda fitted: bool(fitted.alone)),
+    ("alone_vs_base", "alone vs {base}", 2, lambda fitted: bool(fitted.alone)),
+    ("time", "time", 1, lambda fitted: fitted.fastest is not None),
+    ("tokens_per_s", "tokens/s", 0, lambda fitted: fitted.fastest is not None),
+    ("tokens", "tokens", 1, None),
+    ("peak_bytes", "peak", 0, None),
+    ("of_budget", "of budget", 0, None),
+    ("loss_share", "loss share", 1, lambda fitted: any(f.body_peak_bytes is not None for f in fitted.fits)),
+    ("vs_base", "vs {base}", 1, None),
+    ("predictions", "predictions", 3, None),
+    ("measured", "measured peak", 0, lambda fitted: bool(fitted.measured)),
+)
+COLUMN_KEYS: tuple[str, ...] = tuple(key for key, *_ in _COLUMNS)  # every column fit can show (for --columns)
 
 
 def setting_label(config: object, names: tuple[str, ...]) -> str:
@@ -55,21 +71,11 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
     for i, f in enumerate(fits):
         groups.setdefault(setting_label(f.config, names), []).append(i)
     base = variants.baseline(LOSS)
-    specs = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("batch", "max batch", 0), ("tokens", "tokens", 1),
-             ("peak_bytes", "peak", 0), ("of_budget", "of budget", 0), ("vs_base", f"vs {base}", 1),
-             ("predictions", "predictions", 3)]
-    if alone:
-        specs[3:3] = [("alone", "loss alone", 1), ("alone_vs_base", f"alone vs {base}", 2)]
-    if any(f.body_peak_bytes is not None for f in fits):
-        specs.insert(specs.index(("of_budget", "of budget", 0)) + 1, ("loss_share", "loss share", 1))
-    timed = fitted.fastest is not None
-    if timed:
-        specs[5:5] = [("time", "time", 1), ("tokens_per_s", "tokens/s", 0)]
-    if measured:
-        specs.append(("measured", "measured peak", 0))
+    columns = [Column(key, heading.format(base=base), right=key != "variant", priority=priority)
+               for key, heading, priority, shown in _COLUMNS if shown is None or shown(fitted)]
     kept = (f" less {format_percent(fitted.headroom)} headroom: peaks ≤ {format_bytes(fitted.limit, unit)}"
             if fitted.headroom else "")
-    table = Table([Column(k, h, right=k != "variant", priority=p) for k, h, p in specs],
+    table = Table(columns,
                   title=f"cebench fit · budget {format_bytes(budget, unit)}{kept} · target {fits[0].config.device}")
     reasons: list[str] = []  # why each unsupported row is, numbered in the notes
     for label, members in groups.items():
