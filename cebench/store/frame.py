@@ -131,8 +131,9 @@ def _number(cell: str) -> int | float | None:
 
 
 def _column(values: list[int | float | None], *, whole: bool) -> pd.api.extensions.ExtensionArray | np.ndarray:
-    """A column's numbers (None: empty) as `_typed` types them: `whole` ones as nullable Int64,
-    float64 where one is beyond int64; the rest as float64 (NaN where empty)."""
+    """A column's numbers (None: empty), as `load` and `to_frame` type them: `whole` ones as
+    nullable Int64 (float64 where one is beyond int64: the FLOPs of a prediction at N = 10¹⁰
+    rows, say), the rest as float64 (NaN where empty)."""
     if whole and all(v is None or abs(v) <= INT64_MAX for v in values):
         return pd.array([None if v is None else int(v) for v in values], dtype="Int64")
     return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
@@ -151,22 +152,12 @@ def latest(frame: pd.DataFrame) -> pd.DataFrame:
 INT64_MAX = 2**63 - 1
 
 
-def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    """Integer columns as nullable Int64 (float64 where a value is beyond int64: the FLOPs of
-    a prediction at N = 10¹⁰ rows, say), float columns as float64, the rest as text."""
-    frame = frame.copy()
-    for column in INT_COLUMNS:
-        numbers = pd.to_numeric(frame[column])
-        beyond = numbers.abs().max() > INT64_MAX if numbers.notna().any() else False
-        frame[column] = numbers.astype("float64" if beyond else "Int64")
-    for column in FLOAT_COLUMNS:
-        frame[column] = pd.to_numeric(frame[column]).astype("float64")
-    return frame
-
-
 def to_frame(results: list[Result]) -> pd.DataFrame:
     """Results as the DataFrame `load` would return for their CSV."""
     # Samples as their cell (as loaded), a Status or an axis's word as its plain string; the rest as they are.
     rows = [{k: (csv_cell(v) if k in SAMPLES_COLUMNS or isinstance(v, Enum) else v) for k, v in asdict(r).items()}
             for r in results]
-    return _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+    columns: dict[str, object] = {c: [row[c] for row in rows] for c in COLUMNS}
+    for column in INT_COLUMNS + FLOAT_COLUMNS:
+        columns[column] = _column(columns[column], whole=column in INT_COLUMNS)  # type: ignore[arg-type]
+    return pd.DataFrame(columns, columns=list(COLUMNS))
