@@ -157,7 +157,7 @@ def to_frame(results: list[Result]) -> pd.DataFrame:
     # Samples as their cell (as loaded), a Status or an axis's word as its plain string; the rest as they are.
     rows = [{k: (csv_cell(v) if k in SAMPLES_COLUMNS or isinstance(v, Enum) else v) for k, v in asdict(r).items()}
             for r in results]
-    columns: dict[str, object] = {c: [row[c] for row in rows] for c in COLUMNS}
+    columns: dict[str, object] = {c: [row[c] for row in rows] if rows else pd.Series([], dtype=object) for c in COLUMNS}
     for column in INT_COLUMNS + FLOAT_COLUMNS:
         columns[column] = _column(columns[column], whole=column in INT_COLUMNS)  # type: ignore[arg-type]
     return pd.DataFrame(columns, columns=list(COLUMNS))
