@@ -1,5 +1,6 @@
-# cebench: `make sweep` measures the default grid, `make test` runs the test suite
-# (`make test ARGS="-m 'not slow'"` leaves out the end-to-end tests), `make lint` runs ruff and mypy,
+# cebench: `make sweep` measures the default grid, `make test` runs the quick suite (every test but the
+# end-to-end ones, marked `slow`, and those that compile, marked `compile`: about 3 minutes on 2 cores),
+# `make test-all` runs every test (what CI runs), `make lint` runs ruff and mypy,
 # `make gate` fails when the loss's peak memory grew against results/baseline.csv
 # (`make baseline` regenerates that file, on purpose only), `make docs` (or `make figures`)
 # regenerates every output block, figure and generated table of README.md and results/README.md.
@@ -25,13 +26,15 @@ LIGER ?= $(filter liger-kernel==%,$(PINS))
 CCE ?= $(filter cut-cross-entropy==%,$(PINS))
 TRANSFORMERS ?= $(filter transformers==%,$(PINS))
 ARGS ?=
+# What `make test` leaves out (`make test-all` runs them too); a later -m in ARGS replaces it.
+QUICK := -m "not slow and not compile"
 # The gate's grid: eager variants on CPU, tiny shapes (seconds), one pinned thread.
 # CPU allocator bytes are deterministic for a given torch, hence a 0 % tolerance.
 GATE_GRID := --device cpu --variant dense,chunked --batch 1,4 --context 64 --vocab 4096 \
              --d-model 32 --ce-chunk 64 --warmup 1 --repeats 1 --threads 1
 BASELINE ?= results/baseline.csv
 
-.PHONY: install install-peers sweep test lint types gate baseline docs figures clean
+.PHONY: install install-peers sweep test test-all lint types gate baseline docs figures clean
 
 install: $(VENV)/.installed $(VENV)/.peers
 
@@ -56,6 +59,9 @@ $(VENV)/.peers: $(VENV)/.installed cebench/core/pins.py
 install-peers: install
 
 test: install
+	$(PY) -m pytest $(QUICK) $(ARGS)
+
+test-all: install
 	$(PY) -m pytest $(ARGS)
 
 lint: install

@@ -77,6 +77,7 @@ def test_a_sharded_compiled_step_is_sent_to_a_sweep_that_measures_it(model, targ
     assert row.status == "unsupported" and row.error.endswith(hint), row.error
 
 
+@pytest.mark.slow
 def test_the_plan_line_names_the_default_limit_of_a_sharded_point(model, tmp_path):
     result = CliRunner().invoke(app, ["sweep", "--device", "cpu", "--model", model, "--variant", "dense", "--fsdp",
                                       "2", "--batch", "2", "--context", "16", "--repeats", "1", "--warmup", "1",

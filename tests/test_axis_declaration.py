@@ -80,12 +80,14 @@ def ran(copy) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_declared_axis_is_an_option_of_every_command_that_takes_its_role(ran):
     for command in ("sweep", "predict", "verify"):
         assert "--logit-scale" in ran["helps"][command], command
     assert "Default: 2." in ran["helps"]["verify"]  # verify's default from the declaration
 
 
+@pytest.mark.slow
 def test_a_declared_axis_is_a_csv_column_and_a_group_heading(ran, copy):
     code, output = ran["sweep"]
     assert code == 0, output
@@ -101,6 +103,7 @@ def test_a_declared_axis_is_a_csv_column_and_a_group_heading(ran, copy):
     assert "dense does not support --logit-scale 2" in output  # dense does not implement it: its row says so
 
 
+@pytest.mark.slow
 def test_a_declared_axis_reaches_the_api_and_explain_json(ran):
     status, scale, peak = ran["predicted"]
     assert (status, scale) == ("ok", 2.0) and peak > 0
@@ -110,6 +113,7 @@ def test_a_declared_axis_reaches_the_api_and_explain_json(ran):
     assert explanation["logit_scale"] == 3.0
 
 
+@pytest.mark.slow
 def test_the_typed_class_statements_follow_the_declarations(ran):
     assert ran["stale"] == ["config.py", "schema.py"]  # the copy's: `make types` would rewrite both
     assert generated.stale() == []  # this package's are current (`make types` rewrites them)

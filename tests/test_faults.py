@@ -287,7 +287,8 @@ def test_a_lock_held_refuses_a_second_writer_before_any_work(tmp_path):
     held = files.Lock(out)
     try:
         result = invoke("sweep", *SMALL, "--batch", "1,2", "--context", "16", "--resume", "--out", out)
-        predicted = invoke("predict", "--target", "cpu", "--out", tmp_path / "p.csv")  # another file: not held
+        predicted = invoke("predict", "--target", "cpu", "--variant", "dense", "--batch", "1", "--context", "16",
+                           "--out", tmp_path / "p.csv")  # another file: not held
     finally:
         held.close()
     assert result.exit_code == 2 and "another cebench process is writing it" in result.stderr
@@ -858,6 +859,7 @@ def test_a_module_that_exits_while_imported_is_one_line(tmp_path, registry, comm
     assert list(tmp_path.iterdir()) == [module]
 
 
+@pytest.mark.slow
 def test_a_peer_package_that_exits_while_imported_is_one_line(tmp_path):
     """A `liger_kernel` whose __init__ calls sys.exit(7) (ahead of the one installed): verify
     exited 7, silent; now one line naming the package, exit 2."""
@@ -891,6 +893,7 @@ def build():
 '''
 
 
+@pytest.mark.slow
 def test_a_build_that_leaves_a_thread_running_does_not_keep_predict_from_exiting(tmp_path):
     """A build that starts a non-daemon thread that never ends kept `predict` running for
     ever after its rows were written: one warning naming it, and the command's exit."""

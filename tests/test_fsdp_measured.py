@@ -51,6 +51,7 @@ def predicted(model) -> dict[tuple[str, int], object]:
     return {(r.variant, r.fsdp): r for r in api.predict(target="cpu", model=model, variant="chunked,dense", **GRID)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["chunked", "dense"])
 def test_two_gloo_ranks_measure_what_is_predicted_to_the_byte(rows, predicted, variant):
     m, p = rows[variant, 2], predicted[variant, 2]
@@ -63,6 +64,7 @@ def test_two_gloo_ranks_measure_what_is_predicted_to_the_byte(rows, predicted, v
     assert (m.base_bytes, m.peak_delta_bytes) == (838_612, {"chunked": 1_447_820, "dense": 1_418_248}[variant])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["chunked", "dense"])
 def test_unsharded_rows_are_measured_as_before(rows, predicted, variant):
     import torch
@@ -73,6 +75,7 @@ def test_unsharded_rows_are_measured_as_before(rows, predicted, variant):
     assert m.threads == torch.get_num_threads() and m.peak_bytes > rows[variant, 2].peak_bytes
 
 
+@pytest.mark.slow
 def test_fused_adamw_over_two_ranks_is_measured_as_predicted(model, tmp_path):
     grid = {**GRID, "fsdp": 2, "variant": "dense", "optimizer": "adamw-fused"}
     (m,) = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "fused.csv", model=model, **grid)
@@ -88,6 +91,7 @@ def test_fused_adamw_over_two_ranks_is_measured_as_predicted(model, tmp_path):
     assert gpu["adamw-fused"].model_state_bytes - gpu["adamw"].model_state_bytes == 512 * params
 
 
+@pytest.mark.slow
 def test_a_rank_that_raises_is_an_error_row_and_the_sweep_goes_on(rows):
     (name,) = {v for v, _ in rows if v not in ("chunked", "dense")}
     assert rows[name, 1].status == "ok"  # no process group: no rank 1
@@ -144,11 +148,13 @@ def answered() -> object:
     return ranks.launch(world, (), 2, Child(threads=3), 60)
 
 
+@pytest.mark.slow
 def test_the_ranks_answer_by_rank_in_a_world_of_their_own(answered):
     assert answered.status == "ok", answered.error
     assert answered.value == [(0, 2, "0", 3), (1, 2, "1", 3)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fn, status, error", [
     (raise_on_1, "error", "rank 1: ValueError: one rank's bad value"),
     (abort_on_1, "error", "rank 1's process died of SIGABRT (exit code -6)"),
@@ -159,6 +165,7 @@ def test_the_first_rank_that_fails_ends_them_all(answered, fn, status, error):
     assert (outcome.status, outcome.error) == (status, error)
 
 
+@pytest.mark.slow
 def test_ranks_past_the_timeout_are_killed(answered, tmp_path):
     outcome = ranks.launch(hang, (str(tmp_path),), 2, Child(), 1.5)
     assert outcome.status == "timeout" and outcome.error == ("no result after 1.5 s (--point-timeout); its 2 rank "
@@ -213,6 +220,7 @@ def build():
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("dtype", "peaks"), [("fp32", (505_756, 450_728)), ("bf16", (252_956, 225_442))])
 def test_a_users_build_with_a_tied_head_over_two_ranks_is_predicted_as_measured(tmp_path, dtype, peaks):
     """A user's build whose head is its embedding's weight: predicted over a fake world of 2 (it failed as "Couldn't

@@ -100,6 +100,7 @@ def test_dropout_and_the_cache_are_the_configs_and_switch_off(tmp_path):
     assert abs(decoder - peaks[""]) / peaks[""] < 0.01
 
 
+@pytest.mark.slow
 def test_sharded_predicted_equals_two_ranks_measured(tmp_path):
     model = "hf:" + write(tmp_path / "llama.json", LLAMA)
     grid = {"model": model, "variant": "dense", "batch": 2, "context": 16, "fsdp": 2}

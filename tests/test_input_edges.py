@@ -76,6 +76,7 @@ def test_resume_names_the_byte_as_show_does(latin1_csv):
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_peer_whose_import_fails_is_listed_as_not_runnable(tmp_path):
     fake = tmp_path / "liger_kernel"
     fake.mkdir()
@@ -122,6 +123,7 @@ def temp(monkeypatch) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_later_point_removes_the_rank_folders_of_a_killed_sweep(temp, tmp_path, monkeypatch):
     code = ("from cebench.run import ranks; from cebench.run.isolate import Child; import test_input_edges as t; "
             "ranks.launch(t.stall, (), 1, Child(), 600)")

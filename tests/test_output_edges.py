@@ -29,6 +29,7 @@ def cebench(*args: object, cwd: Path, **env: str) -> subprocess.CompletedProcess
                           env={**os.environ, **env})
 
 
+@pytest.mark.slow
 def test_explain_json_is_alone_on_stdout_while_the_users_loss_prints(tmp_path):
     (tmp_path / "loud.py").write_text(textwrap.dedent("""\
         import os

@@ -54,6 +54,7 @@ def predicted(model) -> dict[tuple[str, str], object]:
     return {_key(r): r for r in api.predict(target="cpu", model=model, **GRID)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("checkpointing", ["none", "blocks"])
 @pytest.mark.parametrize("variant", ["dense", "vocab-parallel"])
 def test_two_ranks_split_by_tp_measure_what_is_predicted_to_the_byte(measured, predicted, variant, checkpointing):
@@ -65,6 +66,7 @@ def test_two_ranks_split_by_tp_measure_what_is_predicted_to_the_byte(measured, p
     assert "peak by rank" in m.note  # rank 1 holds one row of the head less
 
 
+@pytest.mark.slow
 def test_four_ranks_split_and_sharded_measure_what_is_predicted_to_the_byte(model, tmp_path):
     grid = {**GRID, "fsdp": 2, "activation_checkpointing": "none"}
     measured = api.sweep(device="cpu", repeats=1, warmup=1, out=tmp_path / "four.csv", model=model, **grid)
@@ -76,6 +78,7 @@ def test_four_ranks_split_and_sharded_measure_what_is_predicted_to_the_byte(mode
             assert getattr(m, column) == getattr(p, column), (m.variant, column)
 
 
+@pytest.mark.slow
 def test_checkpointing_lowers_a_split_step_and_megatron_holds_less_than_loss_parallel(measured):
     peak = {key: row.peak_bytes for key, row in measured.items()}
     assert peak["dense", "blocks"] < peak["dense", "none"] and peak["vocab-parallel", "blocks"] < peak[
@@ -252,6 +255,7 @@ def test_explain_takes_one_world_size(model):
     assert caught.value.param == "gpus"
 
 
+@pytest.mark.slow
 def test_a_split_steps_tokens_per_second_are_per_gpu(measured, model):
     # the TP group's two ranks share one step's tokens: a rate per GPU halves them
     for row in measured.values():
