@@ -198,6 +198,9 @@ def test_the_default_matrix_is_all_off_then_each_semantics_alone():
                       "reduction none"]
     assert [s.label for s in settings({"softcap": "0", "reduction": "mean", "z_loss": "0", "label_smoothing": "0",
                                        "ignore_frac": "0.5"})] == ["all off", "50% ignored"]
+    # a share is never rounded to one it is not: 0.999 is not "100% ignored", 0.001 not "0% ignored"
+    assert [s.label for s in settings({"ignore_frac": "0.999,0.001,0.125"})][1:4] == [
+        "99.9% ignored", "0.1% ignored", "12.5% ignored"]
     assert settings()[0] == OFF
 
 

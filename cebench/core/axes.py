@@ -18,6 +18,7 @@ from enum import Enum
 from typing import TypeVar
 
 from cebench.core.errors import UsageError
+from cebench.core.units import format_percent
 
 MAX_SIZE = 2**31 - 1  # largest size in any one option: beyond it byte counts leave int64
 # Ranks of one --fsdp world at most: 64 Ki, beyond any cluster's (a prediction builds a fake world of that many
@@ -343,6 +344,12 @@ class Axis:
         return self.label(value) if callable(self.label) else self.label.format(value)
 
 
+def _ignored(share: object) -> str:
+    """'25% ignored', '99.9% ignored': never rounded to a share it is not (0.999 is not 100%)."""
+    assert isinstance(share, float), share  # labelled() reads a cell as the axis's type first
+    return f"{format_percent(share)} ignored"
+
+
 def _file_name(model: object) -> str:
     """A model by its file's name ('llama.json' for 'configs/llama.json', 'hf:llama.json' for
     'hf:configs/llama.json'): the CSV keeps the path whole."""
@@ -379,7 +386,7 @@ AXES: tuple[Axis, ...] = (
          help="Shares of the targets set to -100 (ignored: padding), each in [0, 1), placed at random.",
          one="Share of the targets set to -100 (ignored: padding), in [0, 1).",
          doc="share of the targets set to -100 (`ignore_index`: padding), placed at random with the fixed seed; the "
-             "loss is the mean over the others", added=4, label="{:.0%} ignored", short="ign {:g}", verify="0.25"),
+             "loss is the mean over the others", added=4, label=_ignored, short="ign {:g}", verify="0.25"),
     Axis(name="softcap", type=float, role=Role.SEMANTICS, parse=parse_nonnegative, defaults={"*": "0"}, off=0.0,
          help="Final-logit softcaps c: logits become c·tanh(logits / c) before the loss (Gemma 2: 30); 0: none.",
          model_help="With --model: the model's own (its config's final_logit_softcapping) unless given.",
