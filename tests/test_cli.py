@@ -99,6 +99,12 @@ def test_help(command):
     assert proc.returncode == 0 and "Usage" in proc.stdout
 
 
+@pytest.mark.parametrize("command", ["show", "plot", "check", "merge"])
+def test_a_commands_csv_argument_is_named_as_its_options_name_theirs(command):
+    usage = " ".join(CliRunner().invoke(app, [command, "--help"]).output.split())
+    assert f"Usage: cebench {command} [OPTIONS] {{CSV}}" in usage and "{csv}" not in usage
+
+
 FAST_START = """
 import sys
 from cebench.cli import main

@@ -23,7 +23,7 @@ LONG_TABLE = 20_000  # rows: a longer table earns a warning before it is built (
               "ms, each timed step) and the table's ratios.",
          short_help="Print the sweep table from a results CSV.")
 def show(
-    csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False),
+    csv: Path = typer.Argument(..., metavar="CSV", help=CSV_HELP, show_default=False),
     fmt: str = typer.Option("table", "--format", metavar="FORMAT", show_default=False,
                             help="table, markdown, csv or json. Default: table."),
     unit: MemoryUnit = None,
@@ -70,7 +70,7 @@ def show(
     f"parameters that vary; X is the --x parameter. {LAST_ROW} Prints the paths written."),
     short_help="Draw memory and time figures from a results CSV.")
 def plot(
-    csv: Path = typer.Argument(..., help=CSV_HELP, show_default=False),
+    csv: Path = typer.Argument(..., metavar="CSV", help=CSV_HELP, show_default=False),
     x: str = typer.Option(None, "--x", help=f"Parameter on the x axis: {', '.join(X_AXES)}. Default: the one "
                                             "with the most values."),
     out_dir: Path = typer.Option(None, "--out-dir", metavar="DIR", help="Folder for the figures. Default: next to "
@@ -105,7 +105,8 @@ def plot(
     "Exit codes: 0 pass · 1 regression (or, with --strict, a missing point) · 2 usage or input error."),
     short_help="Fail (exit 1) when peak memory grew against a baseline CSV.")
 def check(
-    csv: Path = typer.Argument(..., help="The results CSV to check: the new measurements.", show_default=False),
+    csv: Path = typer.Argument(..., metavar="CSV", help="The results CSV to check: the new measurements.",
+                               show_default=False),
     baseline: Path = typer.Option(..., "--baseline", metavar="CSV", help="The results CSV to compare with.",
                                   show_default=False),
     mem_tol: str = typer.Option("1%", "--mem-tol", metavar="PCT", show_default=False,
