@@ -89,17 +89,17 @@ def validated(rows: Rows) -> pd.DataFrame:
     for column in INT_COLUMNS + FLOAT_COLUMNS:
         cells = [cell.strip() for cell in text[column]]
         values = [_number(cell) for cell in cells]
-        bad = next((i for i, (c, v) in enumerate(zip(cells, values, strict=True)) if c and v is None), None)
-        if bad is not None:
-            raise UsageError(f"{path}: row {bad + 2}: column '{column}' has non-numeric value '{cells[bad]}'")
-        impossible = next((i for i, v in enumerate(values) if v is not None and (math.isinf(v) or v < 0)), None)
-        if impossible is not None:  # no number a row holds can be
-            raise UsageError(f"{path}: row {impossible + 2}: column '{column}' has value '{cells[impossible]}', "
-                             "which it cannot hold (finite, not negative)")
+        for i, (cell, value) in enumerate(zip(cells, values, strict=True)):
+            if cell:
+                _check_number(path, i, column, cell, value)
         if column in INT_COLUMNS and any(v is not None and v % 1 for v in values):
             raise UsageError(f"{path}: column '{column}' must hold whole numbers")
         numbers[column] = values
         columns[column] = _column(values, whole=column in INT_COLUMNS)
+    for column in SAMPLES_COLUMNS:  # numbers too, space-separated
+        for i, cell in enumerate(text[column]):
+            for value in cell.split():
+                _check_number(path, i, column, value, _number(value))
     statuses = text["status"]
     unknown = sorted(set(statuses) - set(STATUSES))
     if unknown:
@@ -112,6 +112,16 @@ def validated(rows: Rows) -> pd.DataFrame:
         if blank is not None:
             raise UsageError(f"{path}: row {blank + 2}: status is ok but column '{column}' is empty")
     return pd.DataFrame(columns, columns=header)
+
+
+def _check_number(path: Path, index: int, column: str, cell: str, value: int | float | None) -> None:
+    """Raise `UsageError` unless the non-empty `cell` of row `index` (0: the first after the
+    header) is a number `value` that a row can hold: finite, not negative."""
+    if value is None:
+        raise UsageError(f"{path}: row {index + 2}: column '{column}' has non-numeric value '{cell}'")
+    if math.isinf(value) or value < 0:
+        raise UsageError(f"{path}: row {index + 2}: column '{column}' has value '{cell}', which it cannot hold "
+                         "(finite, not negative)")
 
 
 def _number(cell: str) -> int | float | None:
