@@ -43,7 +43,7 @@ from cebench.core import devices
 from liger_harness import PUBLISHED_DATA, TARGET, V_FLCE, H, float32_mib, idle_weight, ulp
 from peer_releases import installed, predict_with
 
-pytestmark = [pytest.mark.needs("triton")]
+pytestmark = [pytest.mark.needs("triton"), pytest.mark.slow]  # a published row at its full size, seconds each
 
 MIB = 2**20
 A100, L40S, H100 = "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA H100 80GB HBM3"

@@ -204,8 +204,9 @@ def test_the_default_matrix_is_all_off_then_each_semantics_alone():
     assert settings()[0] == OFF
 
 
+@pytest.mark.slow  # every semantics through Triton's interpreter
 @pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None or importlib.util.find_spec("triton") is None,
-                    reason="needs liger-kernel and triton (`make test` installs them with --no-deps)")
+                    reason="needs liger-kernel and triton (`make install` installs them with --no-deps)")
 def test_liger_under_the_triton_interpreter_passes_the_parity_matrix_at_fp32():
     assert variants.get("liger-kernel").unsupported_reason("cpu") is None
     case = LOSS_CASES[1]  # N 100, ce_chunk 32: not divisible
