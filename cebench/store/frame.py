@@ -98,8 +98,8 @@ def validated(rows: Rows) -> pd.DataFrame:
         columns[column] = _column(values, whole=column in INT_COLUMNS)
     for column in SAMPLES_COLUMNS:  # numbers too, space-separated
         for i, cell in enumerate(text[column]):
-            for value in cell.split():
-                _check_number(path, i, column, value, _number(value))
+            for word in cell.split():
+                _check_number(path, i, column, word, _number(word))
     statuses = text["status"]
     unknown = sorted(set(statuses) - set(STATUSES))
     if unknown:
