@@ -2,6 +2,7 @@
 fails, a variant that cannot run here, and the ranks' temporary folder of a killed sweep."""
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 import shutil
 import signal
@@ -115,7 +116,9 @@ def rank(mesh) -> int:
 @pytest.fixture
 def temp(monkeypatch) -> Iterator[Path]:
     """A temporary directory of its own for this process, its path short (a forkserver's
-    socket goes there)."""
+    socket goes there). This worker's own multiprocessing folder is made first, outside it:
+    made inside, it would go with it, and the worker's forkserver and exit with it."""
+    multiprocessing.util.get_temp_dir()
     folder = Path(tempfile.mkdtemp(prefix="cb-"))
     try:
         yield folder
