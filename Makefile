@@ -1,5 +1,5 @@
-# cebench: `make sweep` measures the default grid, `make test` runs the quick suite (every test but the
-# end-to-end ones, marked `slow`, and those that compile, marked `compile`: about 3 minutes on 2 cores),
+# cebench: `make sweep` measures the default grid, `make test` runs the quick suite (every test but those
+# that take seconds each by nature, marked `slow` or `compile` in pyproject.toml: about 3 minutes on 2 cores),
 # `make test-all` runs every test (what CI runs), `make lint` runs ruff and mypy,
 # `make gate` fails when the loss's peak memory grew against results/baseline.csv
 # (`make baseline` regenerates that file, on purpose only), `make docs` (or `make figures`)
