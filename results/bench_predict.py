@@ -11,8 +11,8 @@ import time
 
 import torch
 
+from cebench.engine.points import predict
 from cebench.losses.variants import REGISTRY
-from cebench.predict.points import predict
 from cebench.run.grid import GridOptions
 
 BATCHES = tuple(sorted({4 + round(i * 252 / 99) for i in range(100)}))  # 100 batch sizes, 4 … 256

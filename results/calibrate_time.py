@@ -10,7 +10,7 @@ with the commit that ran it; without it, with the release named on the row (pip,
 Each modelled row of `results/published/liger_kernel_speed_rows_2024.csv` (`liger_kernel.point_of`:
 the `full` mode of cross-entropy on given logits and of fused linear cross-entropy, plain
 PyTorch and Liger's) is traced once on meta for its GPU, a Liger row with the code that ran
-it (`predicted`; `cebench.predict.costs`: every op's class, FLOPs and bytes); then, per GPU
+it (`predicted`; `cebench.engine.costs`: every op's class, FLOPs and bytes); then, per GPU
 family, the six constants that minimise the squared log error of the predicted against the
 published median are found (Nelder-Mead over their logarithms, each efficiency within
 [0.05, 1], launches within [1, 20] µs). The rows later

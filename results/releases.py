@@ -52,15 +52,15 @@ FIELDS = ("status", "error", "base_bytes", "peak_bytes", "peak_delta_bytes", "no
 def answer(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each call's row (`FIELDS`) from `cebench.api.predict(**call["grid"])`, here: with
     `call["split_off"]`, every request charged as one split off a cached block; with
-    `call["ops"]`, also the ops its step ran (`OpCost` fields and count, `cebench.predict.costs`)."""
+    `call["ops"]`, also the ops its step ran (`OpCost` fields and count, `cebench.engine.costs`)."""
     import contextlib
     from dataclasses import astuple
     from unittest import mock
 
     from cebench.api import predict
     from cebench.core import devices
-    from cebench.predict import trace
-    from cebench.predict.costs import Costs
+    from cebench.engine import trace
+    from cebench.engine.costs import Costs
     from cebench.run.grid import GridOptions
 
     rows = []

@@ -166,7 +166,7 @@ def _skip_reason(item) -> str | None:
     """Why `item` cannot run in this environment, from its marks (None: it can)."""
     import importlib.util
 
-    from cebench.core import torch_names
+    from cebench.shims import torch_names
 
     for mark in item.iter_markers("needs"):
         absent = [m for m in (mark.args or OPTIONAL) if importlib.util.find_spec(m) is None]

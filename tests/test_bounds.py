@@ -102,7 +102,7 @@ def test_a_cpu_sweep_with_more_ranks_than_it_takes_is_refused_without_starting_t
 def test_a_fake_world_of_many_ranks_is_announced_as_it_is_built(model, monkeypatch):
     """`predict` says on stderr, once, that it builds a fake world beyond `NOTICE_RANKS`
     ranks (lowered here to keep the prediction cheap); not at or below it."""
-    from cebench.predict import fake_world
+    from cebench.engine import fake_world
 
     result = invoke("predict", "--target", "cpu", "--model", model, "--fsdp", 2, *SHAPE)
     assert result.exit_code == 0, result.output

@@ -3,10 +3,10 @@
 CCE allocates its buffers with torch in Python and its Triton kernels write into them: the
 trace follows that Python (cut-cross-entropy 25.1.1's `cce.py`, `cce_lse_forward.py`,
 `indexed_dot.py`, `cce_backward.py`, `utils.py`) with every launch skipped
-(`cebench.predict.triton_launches`), its one read of data answered from the point
+(`cebench.engine.triton_launches`), its one read of data answered from the point
 (`(targets != ignore_index).nonzero()`, whose size, the count of real targets, sizes its
-buffers: `cebench.predict.data_reads`), and its two `torch.compile(fullgraph=True)`
-helpers run eagerly (`cebench.predict.compiled_helpers`). Its kernels do not run on this
+buffers: `cebench.engine.data_reads`), and its two `torch.compile(fullgraph=True)`
+helpers run eagerly (`cebench.engine.compiled_helpers`). Its kernels do not run on this
 CPU: Triton's interpreter does not implement libdevice, which they call.
 
 `peak_by_hand` is what its code holds when its backward kernel is launched, its peak:
@@ -28,10 +28,10 @@ import torch
 
 from cebench import api
 from cebench.core import interpreter
+from cebench.engine import compiled_helpers, triton_launches
+from cebench.engine.data_reads import Answers, UnknownValue
+from cebench.engine.tracker import StorageTracker
 from cebench.losses import variants
-from cebench.predict import compiled_helpers, triton_launches
-from cebench.predict.data_reads import Answers, UnknownValue
-from cebench.predict.tracker import StorageTracker
 
 needs_cce = pytest.mark.skipif(importlib.util.find_spec("cut_cross_entropy") is None
                                or importlib.util.find_spec("triton") is None,

@@ -1,4 +1,4 @@
-"""Compiled variants predicted on meta as inductor's own generated code runs (`cebench.predict.compiled`),
+"""Compiled variants predicted on meta as inductor's own generated code runs (`cebench.engine.compiled`),
 against the same steps compiled and measured on this CPU: to the byte in fp32, alone and in a model's step."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from cebench import api
-from cebench.core import torch_names
 from cebench.core.config import Config
-from cebench.predict.points import predict
+from cebench.engine.points import predict
+from cebench.shims import torch_names
 
 pytestmark = pytest.mark.compile
 LLAMA = {"model_type": "llama", "vocab_size": 211, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 6,
@@ -78,7 +78,7 @@ def test_a_compiled_loss_on_a_gpu_target_is_inductors_triton_code_for_the_card(m
     import torch
     from torch._inductor import compile_fx
 
-    from cebench.predict import compiled
+    from cebench.engine import compiled
 
     lowered: list[tuple[str, ...]] = []
     real = compile_fx.compile_fx_inner
@@ -106,7 +106,7 @@ def test_a_compiled_chunked_loss_is_predicted_up_to_the_chunks_it_compiles(monke
     """Dynamo unrolls the chunk loop, so a compiled step's compile grows with its chunks: past
     `MAX_CHUNKS` a row says so (nothing compiled), a fit stops there, and a fit that names no
     variant leaves the compiled ones out (each batch it asks of one would compile again)."""
-    from cebench.predict import compiled
+    from cebench.engine import compiled
 
     monkeypatch.setattr(compiled, "MAX_CHUNKS", 4)
     shape = {"context": 64, "vocab": 64, "d_model": 8, "ce_chunk": 64}
@@ -122,7 +122,7 @@ def test_a_gpu_targets_compiled_row_without_triton_says_to_install_it(monkeypatc
     import importlib.util
 
     from cebench.core import devices
-    from cebench.predict import compiled
+    from cebench.engine import compiled
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
@@ -155,7 +155,7 @@ def test_the_blocks_of_a_decoder_are_lowered_once_whatever_their_number(monkeypa
     bf16 compiled blocks hold less than eager ones."""
     from torch._inductor import compile_fx
 
-    from cebench.predict import compiled
+    from cebench.engine import compiled
 
     lowered: list[int] = []
     real = compile_fx.compile_fx_inner

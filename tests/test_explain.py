@@ -14,8 +14,8 @@ from cebench.analyze.explain import GRADIENT, SAVED, TEMPORARY, explain
 from cebench.cli import app
 from cebench.core.config import Config
 from cebench.core.units import format_bytes
+from cebench.engine.points import predict
 from cebench.measure.timeline import RECOMPUTE
-from cebench.predict.points import predict
 from cebench.render.explain_plot import figure
 from cebench.run.runner import Settings, run
 from conftest import cpu_config

@@ -358,14 +358,14 @@ def test_predict_and_fit_at_absurd_sizes_warn_before_they_start(monkeypatch, tmp
                     "def ce(h, weight, targets, ce_chunk):\n"
                     "    return F.cross_entropy(h @ weight.T, targets)\n")
     spec = f"{loss}:ce"
-    monkeypatch.setattr("cebench.predict.points.predict", _stop)
+    monkeypatch.setattr("cebench.engine.points.predict", _stop)
     with pytest.warns(InputWarning, match=r"predict: 488,282 chunks of meta ops"), pytest.raises(_Stop):
         api.predict(target="cpu", variant=f"chunked,{spec}", batch=10_000, context=100_000, ce_chunk=2048)
     with pytest.raises(UsageError, match=r"predict: 4,882,813 chunks of meta ops .* beyond the 1,000,000 cebench "
                                          r"traces .*; fewer tokens or a larger --ce-chunk"):
         api.predict(target="cpu", variant=f"chunked,{spec}", batch=100_000, context=100_000, ce_chunk=2048)
     monkeypatch.undo()
-    monkeypatch.setattr("cebench.predict.points.fit", _stop)
+    monkeypatch.setattr("cebench.engine.points.fit", _stop)
     with pytest.warns(InputWarning, match=r"fit \(at --max-batch 4,096\): 200,000 chunks"), pytest.raises(_Stop):
         api.fit(2**40, target="cpu", variant=spec, context=100_000, ce_chunk=2048, d_model=8, vocab=100)
     with warnings.catch_warnings():

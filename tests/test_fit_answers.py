@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from cebench import api
 from cebench.cli import app
 from cebench.core.errors import UsageError
-from cebench.predict import points
-from cebench.predict.trace import predict_peak
+from cebench.engine import points
+from cebench.engine.trace import predict_peak
 from cebench.store.frame import load
 from conftest import model_file
 

@@ -16,10 +16,10 @@ from cebench import api
 from cebench.analyze.anatomy import anatomy
 from cebench.cli import app
 from cebench.core.errors import UsageError
+from cebench.engine import fake_world, series
+from cebench.engine.trace import predict_peak
 from cebench.models import fsdp
 from cebench.models import training as training_mod
-from cebench.predict import fake_world, series
-from cebench.predict.trace import predict_peak
 from cebench.run.grid import GridOptions
 from conftest import model_file
 
@@ -128,7 +128,7 @@ def test_fit_answers_per_rank_for_each_world_side_by_side(tiny):
 def test_fit_says_a_setting_a_sharded_step_excludes_is_unsupported_as_predict_and_sweep_do(tiny, tmp_path, setting,
                                                                                            values, why):
     """A setting of a model's step that sharding excludes is unsupported wherever it is asked
-    (`cebench.predict.support`): fit answers for the other setting and says why for it, as
+    (`cebench.engine.support`): fit answers for the other setting and says why for it, as
     predict's and sweep's rows do, through the API and on the command line."""
     fine, excluded = values.split(",")
     grid = {"model": str(tiny), "context": 32, "variant": "dense", "fsdp": "2"}

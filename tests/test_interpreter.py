@@ -28,7 +28,7 @@ def test_importing_cebench_does_not_choose_the_interpreter():
 @pytest.mark.skipif(interpreter.has_gpu_nodes(), reason="with a GPU, Triton kernels run compiled")
 def test_cebench_chooses_it_before_it_imports_triton_on_a_cpu():
     # Counting FLOPs imports triton (torch.utils.flop_counter): it runs interpreted from then on.
-    assert fresh("import os, cebench.predict.trace as m; m.flop_counter(); import triton; "
+    assert fresh("import os, cebench.engine.trace as m; m.flop_counter(); import triton; "
                  "print(os.environ.get('TRITON_INTERPRET'), triton.knobs.runtime.interpret)") == "1 True"
     # A variant whose kernels run interpreted on a CPU (Liger's) is asked first whether it can.
     assert fresh("import os; from cebench.losses import variants; ok = variants.get('liger-kernel')"

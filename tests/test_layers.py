@@ -9,12 +9,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "cebench"
 # Bottom to top. `vendor` (vendored byte for byte) imports nothing of cebench; `api` is
 # what `cli` calls; the package facade (`cebench/__init__.py`) and `__main__` are on top.
-LAYERS = ("core", "shims", "vendor", "losses", "models", "store", "measure", "predict", "run", "analyze", "commands",
+LAYERS = ("core", "shims", "vendor", "losses", "models", "store", "measure", "engine", "run", "analyze", "commands",
           "render", "api", "cli", "__main__", "")
-SHIMS = "cebench.predict.shims"
-# The one import allowed up the layers: the package `cebench.predict`, once imported, is the
-# facade's attribute `predict` and must still be the API's function when called.
-FACADE_CALLS = {("cebench.predict", "cebench.api")}
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 
@@ -24,11 +20,7 @@ def _module(path: Path) -> str:
 
 
 def _layer(module: str) -> str:
-    """'cebench.core.devices' → 'core'; 'cebench' (the facade) → ''; the shims
-    (`cebench.predict.shims`, every change to a third-party object) are a layer of their own,
-    just above the core: every layer above may replace through them."""
-    if module == SHIMS or module.startswith(SHIMS + "."):
-        return "shims"
+    """'cebench.core.devices' → 'core'; 'cebench' (the facade) → ''."""
     return module.split(".")[1] if "." in module else ""
 
 
@@ -58,8 +50,6 @@ def upward_imports() -> list[str]:
                     continue
                 target = _layer(name)
                 assert target in RANK, f"{path}:{node.lineno}: cebench.{target} is in no layer (add it to LAYERS)"
-                if (module, name) in FACADE_CALLS:
-                    continue
                 if RANK[target] > RANK[layer] or (layer == "vendor" and target != "vendor"):
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} ({layer or 'cebench'}) "
                                  f"imports {name} ({target or 'the facade'})")

@@ -1,8 +1,8 @@
 """Liger-Kernel's fused linear cross-entropy (`liger-kernel`) predicted on meta tensors.
 
 Liger allocates its buffers with torch in Python and its Triton kernels write into them:
-the trace follows that Python with every launch skipped (`cebench.predict.triton_launches`)
-and its reads of data answered from the point (`cebench.predict.data_reads`: the count of
+the trace follows that Python with every launch skipped (`cebench.engine.triton_launches`)
+and its reads of data answered from the point (`cebench.engine.data_reads`: the count of
 targets that are not padding, which `round(N × ignore_frac)` fixes; the upstream gradient
 1 of a scalar loss). On this CPU its kernels run under Triton's interpreter, which is what
 `sweep` measures; the prediction for `cpu` follows the same (host) branches of Liger's code.
@@ -35,7 +35,7 @@ import pytest
 
 from cebench import api
 from cebench.core import interpreter
-from cebench.predict import triton_launches
+from cebench.engine import triton_launches
 
 pytestmark = [pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None
                                  or importlib.util.find_spec("triton") is None,
@@ -158,7 +158,7 @@ def test_the_note_says_when_the_installed_liger_is_another(monkeypatch):
 def test_a_read_of_an_unknown_value_is_an_error_not_a_guess():
     import torch
 
-    from cebench.predict.data_reads import Answers, UnknownValue
+    from cebench.engine.data_reads import Answers, UnknownValue
 
     answers = Answers()
     targets = torch.empty(10, dtype=torch.long, device="meta")
@@ -183,7 +183,7 @@ def test_the_reads_of_older_liger_releases_are_answered_from_what_is_known():
     a pointwise op of constants is run on one host element of each."""
     import torch
 
-    from cebench.predict.data_reads import Answers, UnknownValue
+    from cebench.engine.data_reads import Answers, UnknownValue
 
     answers = Answers()
     targets, padded, padding = (torch.empty(10, dtype=torch.long, device="meta") for _ in range(3))
@@ -202,7 +202,7 @@ def test_the_reads_of_older_liger_releases_are_answered_from_what_is_known():
 
 
 def test_triton_is_not_imported_for_a_step_that_needs_it_not():
-    code = ("import sys; from cebench.predict.triton_launches import skipped\n"
+    code = ("import sys; from cebench.engine.triton_launches import skipped\n"
             "with skipped() as s: pass\n"
             "print('triton' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if k != interpreter.ENV}

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from cebench.cli import app
 from cebench.core.config import Config
+from cebench.engine.trace import count_flops
 from cebench.measure import limits
-from cebench.predict.trace import count_flops
 from cebench.run.runner import Settings, run
 from conftest import FAST, cpu_config
 

@@ -17,10 +17,10 @@ from cebench.cli import app
 from cebench.core import devices
 from cebench.core.axes import Optimizer
 from cebench.core.config import Config
+from cebench.engine.trace import predict_peak
+from cebench.engine.tracker import OpTracker
 from cebench.models import resolve_model, training
 from cebench.models.attention import EFFICIENT, FLASH, kernel_for
-from cebench.predict.trace import predict_peak
-from cebench.predict.tracker import OpTracker
 from cebench.store.frame import load
 
 # 2 blocks, d_model 48 (head_dim 8, as fused attention kernels need), an odd vocabulary, grouped-query attention

@@ -1,4 +1,4 @@
-"""The op cache of meta traces (`cebench.predict.op_cache`): a step traced with it logs the
+"""The op cache of meta traces (`cebench.engine.op_cache`): a step traced with it logs the
 same storage events and counts the same FLOPs as without it; views, ops whose outputs share
 a storage with their inputs, and in-place ops that change a layout are always run."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from cebench.predict import op_cache, series
-from cebench.predict.op_cache import OpCache
-from cebench.predict.trace import flop_counter, trace
+from cebench.engine import op_cache, series
+from cebench.engine.op_cache import OpCache
+from cebench.engine.trace import flop_counter, trace
 from cebench.run.grid import GridOptions
 
 MODEL = {"model_type": "llama", "vocab_size": 97, "hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4,

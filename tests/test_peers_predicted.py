@@ -12,7 +12,7 @@ import torch
 
 from cebench import api
 from cebench.core import devices
-from cebench.predict.device_view import seen_as
+from cebench.engine.device_view import seen_as
 
 pytestmark = pytest.mark.skipif(not hasattr(torch.nn.functional, "linear_cross_entropy"),
                                 reason="torch-lce needs torch ≥ 2.13")

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from cebench.core import devices, pins
+from cebench.engine import compiled, support
 from cebench.losses import variants
-from cebench.predict import compiled, support
-from cebench.predict.shims import peers as peers_shim
-from cebench.predict.shims import transformers as transformers_shim
-from cebench.predict.shims import triton as triton_shim
+from cebench.shims import peers as peers_shim
+from cebench.shims import transformers as transformers_shim
+from cebench.shims import triton as triton_shim
 from conftest import CHECKED_TRITON
 
 ROOT = Path(__file__).resolve().parents[1]

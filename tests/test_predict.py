@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 from cebench import api
 from cebench.cli import app
 from cebench.core import devices
-from cebench.predict.points import fit, predict
-from cebench.predict.trace import predict_peak
-from cebench.predict.tracker import StorageTracker
+from cebench.engine.points import fit, predict
+from cebench.engine.trace import predict_peak
+from cebench.engine.tracker import StorageTracker
 from cebench.run.runner import Settings, run
 from cebench.store.schema import PREDICTED
 from conftest import cpu_config

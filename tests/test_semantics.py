@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from cebench.analyze.verify import LOSS_CASES, OFF, Setting, settings, verify_loss
 from cebench.cli import app
 from cebench.core.config import Config
+from cebench.engine.points import predict
 from cebench.losses import inputs, variants
-from cebench.predict.points import predict
 from cebench.run.runner import Settings, run
 
 ONE_STEP = Settings(warmup=1, repeats=1)

@@ -1,4 +1,4 @@
-"""Predictions whose cost does not grow with the loop they predict (`cebench.predict.series`):
+"""Predictions whose cost does not grow with the loop they predict (`cebench.engine.series`):
 a step extrapolated from three small traces equals its whole trace to the byte and the FLOP,
 for every batch of every residue, on every kind of target (CUDA's 2 MiB segments included),
 for the loss alone, the sampler and a model's step; a huge batch costs three traces; a
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cebench.core.config import Config
-from cebench.predict import series, trace
-from cebench.predict.trace import counted, flop_counter, predict_peak
+from cebench.engine import series, trace
+from cebench.engine.trace import counted, flop_counter, predict_peak
 from cebench.run.grid import GridOptions
 
 SMALL = {"model_type": "llama", "vocab_size": 211, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 6,

@@ -1,5 +1,5 @@
 """The contract toward torch, Triton, FSDP2, transformers and the peers: every change cebench
-makes to a third-party object is declared in `cebench.predict.shims` (or below it, in
+makes to a third-party object is declared in `cebench.shims` (or below it, in
 `cebench.core`), the canary finds every declared target in this environment, and no other
 module replaces an attribute or reads a private name of theirs."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from cebench import shims
 from cebench.core.patched import MovedError, Replaced
-from cebench.predict import shims
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cebench"
-ALLOWED = ("core", "predict/shims", "vendor")  # where private names may be read; vendor is the system under test
+ALLOWED = ("core", "shims", "vendor")  # where private names may be read; vendor is the system under test
 THIRD_PARTY = {"torch", "triton", "transformers", "liger_kernel", "cut_cross_entropy", "torchtune"}
 
 
@@ -28,9 +28,9 @@ def test_the_canary_finds_every_declared_target():
 def test_the_canary_names_a_target_a_release_renamed(monkeypatch):
     monkeypatch.delattr(importlib.import_module("torch.optim.adam"), "_device_dtype_check_for_fused")
     (moved,) = shims.moved()
-    assert moved.startswith("torch.optim.adam._device_dtype_check_for_fused (declared in cebench.predict.shims.optim")
+    assert moved.startswith("torch.optim.adam._device_dtype_check_for_fused (declared in cebench.shims.optim")
     assert "checked with torch 2.8.0 2.13.0 2.14.1" in moved
-    from cebench.predict.shims.optim import any_device
+    from cebench.shims.optim import any_device
 
     with pytest.raises(MovedError, match="_device_dtype_check_for_fused"), any_device():
         pass
@@ -41,11 +41,11 @@ def test_the_canary_names_a_module_that_moved(monkeypatch):
     monkeypatch.setattr(shims.optim, "GONE", moved, raising=False)
     (gone,) = shims.moved()
     assert gone.startswith("torch.distributed.fsdp._gone_module (AttributeError: ")
-    assert gone.endswith("(declared in cebench.predict.shims.optim; checked with torch 2.8.0 2.13.0 2.14.1)")
+    assert gone.endswith("(declared in cebench.shims.optim; checked with torch 2.8.0 2.13.0 2.14.1)")
 
 
 def test_a_replacement_restores_exactly_and_refuses_what_it_does_not_declare():
-    from cebench.predict.shims.tensor import TORCH
+    from cebench.shims.tensor import TORCH
 
     original = torch.get_rng_state
     with TORCH({"get_rng_state": lambda: "replaced"}):
@@ -113,7 +113,7 @@ def _private(name: str) -> bool:
 def test_no_private_name_of_a_library_is_read_outside_the_shims_and_the_core():
     """A private module imported (`torch._subclasses`), a private attribute read off anything
     that is not cebench's own (`func._schema`, `torch._dynamo.reset`), or one assigned: each
-    belongs in `cebench.core.torch_names` or a shim. ATen ops whose names begin with an
+    belongs in `cebench.shims.torch_names` or a shim. ATen ops whose names begin with an
     underscore (`aten._to_copy`) are the dispatcher's names for ops, read anywhere."""
     sources = _sources()
     own = _own_private_names(sources)
@@ -137,7 +137,7 @@ def test_no_private_name_of_a_library_is_read_outside_the_shims_and_the_core():
                 if isinstance(root, ast.Name) and root.id in ("aten", "self", "cls", "sys"):  # sys: CPython's own
                     continue
                 found.append(f"{_where(path)}:{node.lineno} {ast.unparse(node)}")
-    assert not found, "private names of a library read outside cebench/core and cebench/predict/shims:\n" + \
+    assert not found, "private names of a library read outside cebench/core and cebench/shims:\n" + \
         "\n".join(found)
 
 
@@ -145,9 +145,9 @@ def test_fsdp2_of_an_older_torch_is_passed_over_by_the_canary_and_a_sharded_step
     """torch 2.8's FSDP2 calls other collectives: its targets are not looked for there, and a
     sharded step, measured or predicted, is `unsupported` with one line instead."""
     from cebench.core import patched as patched_mod
-    from cebench.predict import support
-    from cebench.predict.shims import fsdp
+    from cebench.engine import support
     from cebench.run.grid import GridOptions
+    from cebench.shims import fsdp
 
     monkeypatch.setattr(patched_mod, "torch_release", lambda: (2, 8))
     monkeypatch.setattr(support, "torch_release", lambda: (2, 8))

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from cebench.api import fit
 from cebench.cli import app
 from cebench.core import devices, targets
-from cebench.predict.points import predict
-from cebench.predict.trace import predict_peak
+from cebench.engine.points import predict
+from cebench.engine.trace import predict_peak
 from cebench.run.runner import run
 from conftest import FAST, cpu_config
 

@@ -14,8 +14,8 @@ import torch
 from cebench import api
 from cebench.core import targets, timemodel
 from cebench.core.timemodel import ELEMENTWISE, FP8, FP32, FUSED, HALF, MATMUL, REDUCTION, Efficiency, OpCost
-from cebench.predict import series, trace
-from cebench.predict.costs import Costs, tensor_bytes
+from cebench.engine import series, trace
+from cebench.engine.costs import Costs, tensor_bytes
 from cebench.run.grid import GridOptions
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import math
 import random
 from collections.abc import Callable
 
-from cebench.predict.points import largest_fitting
+from cebench.engine.points import largest_fitting
 
 
 def brute_force(peak: Callable[[int], int], budget: int, cap: int) -> int:

@@ -1,7 +1,7 @@
 """What a model's training step holds at its peak, part by part: the computation behind
 `cebench explain --model`.
 
-The step is traced on `meta` tensors for its target (`cebench.predict.trace.trace`, the
+The step is traced on `meta` tensors for its target (`cebench.engine.trace.trace`, the
 tracker `predict` uses, so the parts sum to the predicted peak), with its moments marked:
 the loss is called, the gradient of h is ready (the loss's backward is done), the
 backward is done. Each tensor alive at the peak belongs to one part by when it was made:
@@ -31,12 +31,12 @@ from typing import Any
 import torch
 
 from cebench.core.config import Config
-from cebench.core.torch_names import after_backward
+from cebench.engine.costs import Costs
+from cebench.engine.fake_world import IN_FLIGHT
+from cebench.engine.trace import step_time, time_reason, trace
+from cebench.engine.tracker import OpTracker
 from cebench.measure.timeline import RECOMPUTE
-from cebench.predict.costs import Costs
-from cebench.predict.fake_world import IN_FLIGHT
-from cebench.predict.trace import step_time, time_reason, trace
-from cebench.predict.tracker import OpTracker
+from cebench.shims.torch_names import after_backward
 
 PARTS: tuple[str, ...] = ("parameters", "optimizer state", "gradients", "in flight", "activations", "loss",
                           "optimizer step", "other")

@@ -26,15 +26,15 @@ from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
 from cebench.core.memory import round_up
+from cebench.engine import support
+from cebench.engine.costs import Costs
+from cebench.engine.trace import OpaqueOp, step_time, time_reason, trace
+from cebench.engine.tracker import OpTracker
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
 from cebench.measure.allocations import ProfiledStep
 from cebench.measure.timeline import FORWARD, RECOMPUTE, Block, Timeline
-from cebench.predict import support
-from cebench.predict.costs import Costs
-from cebench.predict.trace import OpaqueOp, step_time, time_reason, trace
-from cebench.predict.tracker import OpTracker
 from cebench.store.schema import PREDICTED
 
 GRADIENT, SAVED, TEMPORARY = "gradient", "saved", "temporary"

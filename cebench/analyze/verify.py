@@ -29,9 +29,9 @@ from cebench.core.axes import BY_NAME, SEMANTICS, semantics_label
 from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
 from cebench.core.errors import describe, said
 from cebench.core.guard import user_code
+from cebench.engine import support
 from cebench.losses import inputs, variants
 from cebench.losses.builtin import vendored_chunked_cross_entropy
-from cebench.predict import support
 
 # Max-norm relative error allowed per input dtype. fp32: accumulation-order rounding
 # (observed ~1e-7); bf16/fp16: gradients are returned in that dtype (eps 2^-8, 2^-11).

@@ -9,8 +9,8 @@ from cebench.cli.options import DeviceAlias, Wide
 from cebench.core import devices
 from cebench.core.axes import SEMANTICS
 from cebench.core.config import LOSS
+from cebench.engine import support
 from cebench.losses import variants
-from cebench.predict import support
 
 
 @command(name="variants")

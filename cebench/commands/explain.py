@@ -91,9 +91,9 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
 def _anatomies(points: Any) -> Explained:
     """`explain` of a model's training step: each point's `Anatomy`, on meta."""
     from cebench.analyze.anatomy import anatomy
-    from cebench.predict import support
-    from cebench.predict.fake_world import session
-    from cebench.predict.points import unpredictable
+    from cebench.engine import support
+    from cebench.engine.fake_world import session
+    from cebench.engine.points import unpredictable
 
     variants.smoke_test(points.variants, "cpu")
     done, skipped = [], {}

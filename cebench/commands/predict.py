@@ -1,5 +1,5 @@
 """`cebench predict` and `cebench fit` as library calls: the grid checked, each point
-predicted on meta tensors (`cebench.predict.points`), the rows or answers returned. Nothing
+predicted on meta tensors (`cebench.engine.points`), the rows or answers returned. Nothing
 here imports torch until a function runs; nothing prints."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from cebench.run.grid import GridOptions
 
 if TYPE_CHECKING:
     from cebench.core.config import Config
-    from cebench.predict.points import Fit
+    from cebench.engine.points import Fit
     from cebench.store.schema import Result
 
 
@@ -32,7 +32,7 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     allocator charges its blocks; 'cpu': exact bytes; a named GPU, `targets()`: also its
     cuBLAS workspaces in the base, and `predicted_floor_ms`), predicted on meta tensors: rows
     with `mem_method` 'predicted', `flops`, and no time; a compiled variant as inductor's generated
-    code runs (`cebench.predict.compiled`; unsharded, else `unsupported`).
+    code runs (`cebench.engine.compiled`; unsharded, else `unsupported`).
     Also appended to the CSV `out` when given. A user's loss or build still running after
     `point_timeout` seconds at once is stopped (`UsageError`; None: no limit). `progress`,
     when given, is called before each point with how many are done, how many there are and
@@ -47,8 +47,8 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
         warn_user_code(options, seconds, "predict")
         points = options.grid(device)
         # torch and pandas, once the arguments are checked: a usage error is one line at once
-        from cebench.predict.fake_world import session
-        from cebench.predict.points import predict as predict_point
+        from cebench.engine.fake_world import session
+        from cebench.engine.points import predict as predict_point
         from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
         if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
             one_kind(read_rows(out, warn=False), predictions=True)  # and one of measurements
@@ -156,11 +156,11 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
     # torch and pandas, once the arguments are checked: a usage error is one line at once
+    from cebench.engine.fake_world import session
+    from cebench.engine.points import fit as fit_point
+    from cebench.engine.points import predict as predict_point
+    from cebench.engine.points import unpredictable
     from cebench.models.training import loss_alone
-    from cebench.predict.fake_world import session
-    from cebench.predict.points import fit as fit_point
-    from cebench.predict.points import predict as predict_point
-    from cebench.predict.points import unpredictable
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
@@ -252,7 +252,7 @@ def warn_meta_work(points: Iterable[Config], command: str) -> None:
     `META_CHUNKS` chunks of meta ops in all (a chunked step runs a dozen ops per chunk), a
     `UsageError` beyond `META_CHUNKS_LIMIT`. A step extrapolated along the batch
     (`series.period`) runs a few chunks, whatever its N."""
-    from cebench.predict import series
+    from cebench.engine import series
 
     points = [p for p in points if series.period(p) is None]
     chunks = sum(p.chunks for p in points)

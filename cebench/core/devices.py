@@ -122,7 +122,7 @@ class Device(ABC):
     optimizer's step counts) are in this device's memory (`holds`).
     `norm_stats_in_input_dtype`: its `native_layer_norm` returns the mean and 1/std it saves
     for backward in the input's dtype (a CPU's, in bf16 and fp16), where meta's and CUDA's
-    return fp32 (`cebench.predict.kernel_dtypes`).
+    return fp32 (`cebench.engine.kernel_dtypes`).
     A named GPU target (`cebench.core.targets`) also has `family` (the kind of device it is,
     'cuda'), `workspace_bytes` (one cuBLAS workspace), `capacity_bytes` (total memory) and
     `bf16_flops` (dense BF16 matmul rate, FLOP/s); a device kind has 0 and None there.

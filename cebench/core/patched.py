@@ -7,8 +7,8 @@ nothing reads and letting a prediction quietly change. A name added on purpose (
 function a CPU build of torch lacks) is declared in `added`.
 
 Every replacement of a third-party object is declared as a `Replaced` in
-`cebench.predict.shims` (or, below it, in `cebench.core`), which lists them all
-(`cebench.predict.shims.inventory`) for the canary test: on a release that moved a target it
+`cebench.shims` (or, below it, in `cebench.core`), which lists them all
+(`cebench.shims.inventory`) for the canary test: on a release that moved a target it
 fails once, naming it.
 """
 from __future__ import annotations

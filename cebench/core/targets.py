@@ -22,7 +22,7 @@ Figures and where they come from:
   whitepapers (Ampere: A100 108 SMs; Hopper: H100 SXM5 132, the H200 the same GH100
   configuration; Ada: RTX 4090 128, L40S 142, CUDA cores / 128 per SM) and, for the B200,
   the 148 that torch reports on one. A peer's code asks for it (and the capability) on a
-  GPU target: `cebench.predict.device_view`. AMD's MI300X: its 304 compute units.
+  GPU target: `cebench.engine.device_view`. AMD's MI300X: its 304 compute units.
 - `fp32_flops`: the FP32 rate a matmul in fp32 runs at (torch's default: no TF32), from the
   same datasheets (FLOP/s).
 - `fp8_flops`: the dense FP8 (E4M3) tensor-core rate with FP32 accumulation, what

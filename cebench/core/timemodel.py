@@ -1,7 +1,7 @@
 """A GPU step's time, predicted: a roofline summed op by op over the ops a trace saw.
 
 Each op (`OpCost`: its class, the precision of its data, its FLOPs and the bytes it moves,
-from `cebench.predict.costs`) takes
+from `cebench.engine.costs`) takes
 
     launch + max(flops / (peak · matmul), bytes / (bandwidth · e_class))
 

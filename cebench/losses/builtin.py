@@ -18,8 +18,8 @@ import torch.nn.functional as F
 
 from cebench.core import devices, interpreter
 from cebench.core.config import Config
-from cebench.core.torch_names import linear_cross_entropy_chunk
 from cebench.losses.inputs import IGNORE_INDEX
+from cebench.shims.torch_names import linear_cross_entropy_chunk
 from cebench.vendor.fractus_ce import chunked_cross_entropy, sample_tokens_chunked
 
 

@@ -11,7 +11,7 @@ cross-entropy, so no fp32 chunk is saved for the backward.
 Here `h` (N, d_model) is split into 8 row chunks (torchtune splits the sequence of each
 batch row: the chunks have the same sizes). The compiled twin's helper is a module-level
 `torch.compile`d function, which a prediction on meta runs as inductor's code runs it
-(`cebench.predict.compiled_helpers.predicted`).
+(`cebench.engine.compiled_helpers.predicted`).
 """
 from __future__ import annotations
 

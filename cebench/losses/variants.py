@@ -92,7 +92,7 @@ def _named(path: str) -> object:
 @dataclass(frozen=True)
 class Peer:
     """A peer's code, as a prediction follows it on meta: the `modules` (name prefixes) whose
-    Python sees the target GPU (`cebench.predict.device_view`), the distribution they come
+    Python sees the target GPU (`cebench.engine.device_view`), the distribution they come
     from (`dist`), and the releases of it whose code cebench's rules were checked against
     (`checked`: the installed one, and those that measured published figures; empty: none
     named, the code torch ships)."""
@@ -117,14 +117,14 @@ class Variant:
     keywords; a point asking for another is `unsupported`. `triton_kernels`: its kernels
     are Triton's, launched by its Python, which allocates their buffers with torch: a
     prediction follows that Python on meta, the launches skipped and its reads of data
-    answered (`cebench.predict.trace`); `kernel_matmuls`: its matmuls run inside those
+    answered (`cebench.engine.trace`); `kernel_matmuls`: its matmuls run inside those
     kernels, where no FLOP counter sees them (its steps' `flops` stay empty). On the
     devices in `interpreted_on` its kernels run under an interpreter: it runs there, but
     its memory and time are not those of the hardware it was written for.
     `affine_in_rows`: its step is a fixed sequence of ops plus one identical iteration per
     `ce_chunk` rows (none without chunks), every buffer's bytes affine in the rows, so a
     prediction at any size is extrapolated from a few small ones
-    (`cebench.predict.series`). `same_steps`: the
+    (`cebench.engine.series`). `same_steps`: the
     ``'module:function'`` that maps a point to another variant's whose step is this one's,
     op for op (`traced_as`). `logits_fn`: what the variant is on the logits workload, where
     it has a meaning there (dense: `F.cross_entropy` of the given logits; Liger: its
@@ -209,7 +209,7 @@ class Variant:
         interpreter.enable()  # torch.compile imports triton
         import torch
 
-        from cebench.core.torch_names import dynamo_reset
+        from cebench.shims.torch_names import dynamo_reset
 
         if fresh:
             dynamo_reset()
@@ -235,7 +235,7 @@ class Variant:
             return "; ".join(reasons)
         if not self.compiles:
             return None
-        from cebench.core.torch_names import dynamo_supported
+        from cebench.shims.torch_names import dynamo_supported
 
         if not dynamo_supported():
             return "torch.compile (Dynamo) is not supported on this Python/platform"

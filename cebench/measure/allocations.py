@@ -30,7 +30,6 @@ from typing import cast
 import torch
 
 from cebench.core.memory import profiled, round_up
-from cebench.core.torch_names import AllocationFields, EventType, ProfilerEvent, TensorMetadata, TorchOpFields
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,
@@ -44,7 +43,8 @@ from cebench.measure.timeline import (
     marking,
     op_name,
 )
-from cebench.predict.shims.tensor import watch_rng_states
+from cebench.shims.tensor import watch_rng_states
+from cebench.shims.torch_names import AllocationFields, EventType, ProfilerEvent, TensorMetadata, TorchOpFields
 
 MARK = "cebench::forward-returned"
 COMPILED = "compiled graph"

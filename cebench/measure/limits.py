@@ -2,7 +2,7 @@
 
 `matmul_floor_ms`: the measured time of the matmuls any exact implementation must do at
 full size, on the row's device and dtype (the step's counted FLOPs are
-`cebench.predict.trace.count_flops`).
+`cebench.engine.trace.count_flops`).
 """
 from __future__ import annotations
 

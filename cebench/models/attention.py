@@ -59,7 +59,7 @@ def _cpu_kernel(dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int, dr
                 mask: bool) -> str | None:
     from torch.nn.attention import SDPBackend
 
-    from cebench.core.torch_names import fused_sdp_choice, modes_off
+    from cebench.shims.torch_names import fused_sdp_choice, modes_off
 
     with modes_off():
         q = torch.zeros(1, heads, 2, head_dim, dtype=dtype, device="cpu")

@@ -5,7 +5,7 @@ the head weight is gathered only while the step needs it. The optimizer is then 
 the root's (sharded) parameters.
 
 The process group is the caller's: real ranks when measured (`cebench.run.ranks`), a fake
-group in one process when predicted (`cebench.predict.fake_world`). A sharded parameter is a
+group in one process when predicted (`cebench.engine.fake_world`). A sharded parameter is a
 `DTensor`; what a rank holds of it is its local tensor (`local`).
 """
 from __future__ import annotations

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from cebench.core import pins
 from cebench.core.errors import UsageError
 from cebench.core.patched import resolve
-from cebench.predict.shims import transformers as shim
+from cebench.shims import transformers as shim
 
 if TYPE_CHECKING:
     import torch

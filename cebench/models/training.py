@@ -24,14 +24,14 @@ from cebench.core.axes import BY_NAME, MAX_WORLD, MODEL_AXES, SEMANTICS, Checkpo
 from cebench.core.config import Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import storage_bytes
-from cebench.core.torch_names import dynamo_reset, foreach_devices
 from cebench.losses import vocab_shards
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
 from cebench.models import fsdp, tensor_parallel
 from cebench.models.contract import Built, blocks
 from cebench.models.model import Model, resolve_model
-from cebench.predict.shims.optim import any_device
+from cebench.shims.optim import any_device
+from cebench.shims.torch_names import dynamo_reset, foreach_devices
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -143,7 +143,7 @@ def make_model(model: Model, device: torch.device, dtype: torch.dtype, optimizer
     and its optimizer `optimizer_name` over its (sharded) parameters;
     `compiled`: each block compiled in place (`nn.Module.compile()`, Dynamo's caches
     emptied first, so that the first step compiles), on a real device only (a step on meta
-    runs each as inductor's code runs it: `cebench.predict.trace`). On
+    runs each as inductor's code runs it: `cebench.engine.trace`). On
     `meta`, or with `stand_in` (fake tensors), it stands in for `target` (a kind of device,
     or a named GPU target): its attention kernel (by the target's compute capability) and
     optimizer implementation (torch's for-each kernels where that kind of device has them)

@@ -19,7 +19,7 @@ from cebench.store.schema import Status
 
 if TYPE_CHECKING:
     from cebench.commands.predict import Fitted
-    from cebench.predict.points import Fit
+    from cebench.engine.points import Fit
 
 FASTEST = "◀"  # marks the row of the most predicted tokens per second within the budget (the note names it)
 # fit's columns, each declared once, in the order they are shown: key (what --columns names), heading ({base}: the

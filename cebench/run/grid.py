@@ -13,9 +13,9 @@ from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpoi
 from cebench.core.config import LOGITS, LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import BYTES_LIMIT
+from cebench.engine import support
 from cebench.losses import variants
 from cebench.models.model import resolve_model
-from cebench.predict import support
 
 
 def check_temperature(temperature: float) -> float:

@@ -35,7 +35,7 @@ from typing import Any
 
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import NO_LIMIT_S
-from cebench.predict.shims.process import let_go_of_forkserver
+from cebench.shims.process import let_go_of_forkserver
 from cebench.store.schema import Status
 
 JOIN_S = 10.0  # how long a child that sent its answer may take to exit before it is killed (s)

@@ -43,10 +43,10 @@ from cebench.core import devices
 from cebench.core.errors import describe
 from cebench.core.memory import MemoryReading
 from cebench.models import tensor_parallel
-from cebench.predict.shims import dtensor
-from cebench.predict.shims.fsdp import COLLECTIVES, DISTRIBUTED
 from cebench.run import isolate
 from cebench.run.isolate import Child, Outcome
+from cebench.shims import dtensor
+from cebench.shims.fsdp import COLLECTIVES, DISTRIBUTED
 from cebench.store.schema import Status
 
 if TYPE_CHECKING:

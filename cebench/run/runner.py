@@ -7,7 +7,7 @@ while it ran (a fallback, say) goes in `note`.
 
 A point whose model is sharded (`Config.sharded`) is measured by its `Config.world` ranks,
 processes of its own (`sharded`, `cebench.run.ranks`): it is isolated whether or not the sweep
-isolates points. Whether a point can run at all is `cebench.predict.support`'s answer.
+isolates points. Whether a point can run at all is `cebench.engine.support`'s answer.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from cebench.core import devices
 from cebench.core.config import Compile, Config, Settings
 from cebench.core.errors import UsageError, describe, said
 from cebench.core.memory import MemoryReading
+from cebench.engine import support
+from cebench.engine.trace import count_flops
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import make_step
@@ -28,8 +30,6 @@ from cebench.measure import limits
 from cebench.measure.timing import Timing, time_steps
 from cebench.models import training
 from cebench.models.model import resolve_model
-from cebench.predict import support
-from cebench.predict.trace import count_flops
 from cebench.run import isolate, ranks
 from cebench.run.isolate import Child
 from cebench.store.schema import Result, Status

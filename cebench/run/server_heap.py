@@ -5,7 +5,8 @@ point made, not the ~300,000 objects of those imports (0.2 s a collection, 2 to 
 and touch none of the pages its fork shares with the server."""
 from __future__ import annotations
 
-from cebench.core import devices, torch_names
+from cebench.core import devices
+from cebench.shims import torch_names
 
 torch_names.import_dynamo()
 devices.freeze_for_good()

@@ -14,7 +14,7 @@ tracker it runs eagerly by Dynamo's own skip or, with `fullgraph`, fails its row
 
 A variant that compiles parts of itself (`Variant.compiled_parts`: torchtune's loss with
 `compile=True`) is predicted with each compiled function its module holds run as
-inductor's code runs it instead (`predicted`, `cebench.predict.compiled.on_meta`).
+inductor's code runs it instead (`predicted`, `cebench.engine.compiled.on_meta`).
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from cebench.core.devices import Device
-from cebench.predict import compiled
-from cebench.predict.shims.peers import HELPERS, compiled_functions
+from cebench.engine import compiled
+from cebench.shims.peers import HELPERS, compiled_functions
 
 
 @contextlib.contextmanager

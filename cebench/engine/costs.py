@@ -16,7 +16,7 @@ A skipped Triton launch (Liger-Kernel's loss kernels) is a `FUSED` kernel that r
 tensor argument once and writes its largest one (the logits chunk it turns into its
 gradient, in place). Cut Cross-Entropy's kernels hold its matmuls, which no formula here
 counts: such a step's time is not predicted (`Variant.kernel_matmuls`). A kernel inductor
-generated (compiled code, run on meta by `cebench.predict.compiled`) is counted as such a
+generated (compiled code, run on meta by `cebench.engine.compiled`) is counted as such a
 fused kernel too, its buffers read or written once; the matmuls it leaves to cuBLAS are
 ATen ops. A collective (`c10d`: FSDP's all-gathers and reduce-scatters, the vocab-parallel
 loss's all-reduces; `_c10d_functional`: DTensor's, under --tp; on a fake process group) sends
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from cebench.core.timemodel import COLLECTIVE, ELEMENTWISE, FP8, FP32, FUSED, HALF, MATMUL, REDUCTION, SYNC, OpCost
-from cebench.core.torch_names import OpOverload, packet, schema
+from cebench.shims.torch_names import OpOverload, packet, schema
 
 # Ops that allocate or re-describe a tensor without running a kernel on its data.
 NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "_unsafe_view",
@@ -145,7 +145,7 @@ def _facts(func: OpOverload) -> _Facts | None:
 
 class Costs:
     """The ops of one traced step, counted by cost (`ops`: `OpCost` → how many times it ran)
-    and, in order, in `sequence` (what `cebench.predict.series` aligns across traces)."""
+    and, in order, in `sequence` (what `cebench.engine.series` aligns across traces)."""
 
     def __init__(self) -> None:
         self.ops: Counter[OpCost] = Counter()

@@ -45,14 +45,14 @@ from torch import nn
 
 from cebench.core import pins, targets
 from cebench.core.devices import Device
-from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_supported, pytree
-from cebench.predict.costs import INDUCTOR_KERNEL
-from cebench.predict.device_view import cuda_answers, unseen
-from cebench.predict.shims import inductor
-from cebench.predict.shims.cuda import CUDA, RAW_STREAM
-from cebench.predict.shims.dispatch import outside_dispatch_modes
-from cebench.predict.shims.inductor import outside_saved_tensors_hooks
-from cebench.predict.shims.tensor import TENSOR
+from cebench.engine.costs import INDUCTOR_KERNEL
+from cebench.engine.device_view import cuda_answers, unseen
+from cebench.shims import inductor
+from cebench.shims.cuda import CUDA, RAW_STREAM
+from cebench.shims.dispatch import outside_dispatch_modes
+from cebench.shims.inductor import outside_saved_tensors_hooks
+from cebench.shims.tensor import TENSOR
+from cebench.shims.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_supported, pytree
 
 # Chunks of a compiled loss predicted at most: Dynamo unrolls its loop, each chunk compiled (92 s for 256 chunks,
 # about 0.35 s a chunk, on the 2-core development CPU)
@@ -372,7 +372,7 @@ _LAUNCHED: list[Callable[[list[torch.Tensor], str], None]] = []  # who is shown 
 @contextlib.contextmanager
 def counting(launched: Callable[[list[torch.Tensor], str], None] | None) -> Iterator[None]:
     """Within: each launch of a kernel inductor generated (a no-op on meta) is shown to
-    `launched` with its tensor arguments and `INDUCTOR_KERNEL` (`cebench.predict.costs.Costs.launch`:
+    `launched` with its tensor arguments and `INDUCTOR_KERNEL` (`cebench.engine.costs.Costs.launch`:
     a kernel that reads and writes its buffers once); nothing where it is None."""
     if launched is None:
         yield

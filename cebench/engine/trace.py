@@ -25,6 +25,11 @@ from cebench.core.config import Checkpointing, Compile, Config, Grads, Optimizer
 from cebench.core.errors import said
 from cebench.core.guard import user_code
 from cebench.core.memory import MemoryReading, storage_bytes
+from cebench.engine import compiled, compiled_helpers, data_reads, fake_world, kernel_dtypes, triton_launches
+from cebench.engine.costs import Costs
+from cebench.engine.device_view import seen_as
+from cebench.engine.op_cache import OpCache
+from cebench.engine.tracker import Observer, Recorded, StorageTracker
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
@@ -33,14 +38,9 @@ from cebench.models import fsdp
 from cebench.models import training as training_mod
 from cebench.models.contract import blocks
 from cebench.models.model import Model, resolve_model
-from cebench.predict import compiled, compiled_helpers, data_reads, fake_world, kernel_dtypes, triton_launches
-from cebench.predict.costs import Costs
-from cebench.predict.device_view import seen_as
-from cebench.predict.op_cache import OpCache
-from cebench.predict.shims.flop_counter import count_op, grouped_query_flops, untracked_modules
-from cebench.predict.shims.inductor import COMPILED_CALL
-from cebench.predict.shims.tensor import watch_rng_states
-from cebench.predict.tracker import Observer, Recorded, StorageTracker
+from cebench.shims.flop_counter import count_op, grouped_query_flops, untracked_modules
+from cebench.shims.inductor import COMPILED_CALL
+from cebench.shims.tensor import watch_rng_states
 from cebench.store.schema import PREDICTED
 
 if TYPE_CHECKING:
@@ -98,9 +98,9 @@ def trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]] = Sto
     host tensors an optimizer keeps. `OpaqueOp` when the step ran a custom op. A peer's code
     runs as on the target (`_peers_run`): it sees the target's device, its Triton launches
     do nothing and its compiled helpers run eagerly (`Trace.skipped` says which) and its
-    reads of data are answered (`cebench.predict.data_reads`); so does the untracked step
+    reads of data are answered (`cebench.engine.data_reads`); so does the untracked step
     before it (`grads` keep). `layers`: a preset's or config.json's model built with that
-    many blocks instead of its own (`cebench.predict.series` extrapolates along them)."""
+    many blocks instead of its own (`cebench.engine.series` extrapolates along them)."""
     with _world(config) as world:
         try:
             return _trace(config, make_tracker, counter, layers, world, costs)
@@ -251,7 +251,7 @@ def _compile_blocks(body: torch.nn.Module, config: Config, target: devices.Devic
 
 def _loss(config: Config, target: devices.Device) -> Callable[..., torch.Tensor]:
     """`config`'s variant's function as its step calls it on meta: a compiled variant's as
-    inductor's code for `target` (`config`'s) runs (`cebench.predict.compiled`)."""
+    inductor's code for `target` (`config`'s) runs (`cebench.engine.compiled`)."""
     variant = variants.of(config)
     return compiled.on_meta(variant.load(), target) if variant.compiled else variant.load()
 

@@ -1,7 +1,7 @@
 """`torch.Tensor`'s methods and torch's tensor factories, as a step traced on `meta` needs them:
-seen on the target's device by the peers (`cebench.predict.device_view`), remembered when made
-from Python data (`cebench.predict.data_reads`), copied through the dispatcher under inductor
-(`cebench.predict.compiled`); and torch's RNG state, watched (a checkpoint saves one per chunk,
+seen on the target's device by the peers (`cebench.engine.device_view`), remembered when made
+from Python data (`cebench.engine.data_reads`), copied through the dispatcher under inductor
+(`cebench.engine.compiled`); and torch's RNG state, watched (a checkpoint saves one per chunk,
 made outside the dispatcher)."""
 from __future__ import annotations
 

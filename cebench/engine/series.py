@@ -46,13 +46,13 @@ from cebench.core import devices
 from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
 from cebench.core.timemodel import OpCost
-from cebench.core.torch_names import storage_key
+from cebench.engine.costs import Costs
+from cebench.engine.trace import counted, flop_counter, note, predict_peak, time_of, time_reason, trace
+from cebench.engine.tracker import StorageTracker, charge
 from cebench.losses import variants
 from cebench.models import training as training_mod
 from cebench.models.model import resolve_model
-from cebench.predict.costs import Costs
-from cebench.predict.trace import counted, flop_counter, note, predict_peak, time_of, time_reason, trace
-from cebench.predict.tracker import StorageTracker, charge
+from cebench.shims.torch_names import storage_key
 from cebench.store.schema import PREDICTED
 
 ALLOC, FREE = "+", "-"

@@ -1,6 +1,6 @@
 """A followed peer's `torch.compile`d helpers (Cut Cross-Entropy compiles two when it is
 imported), replaced in the modules that hold them for a step traced on `meta`
-(`cebench.predict.compiled_helpers`): found by the attribute `torch.compile` leaves on its
+(`cebench.engine.compiled_helpers`): found by the attribute `torch.compile` leaves on its
 wrappers, unwrapped to their Python."""
 from __future__ import annotations
 

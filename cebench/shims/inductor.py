@@ -1,4 +1,4 @@
-"""torch.compile's internals as a trace on `meta` drives them (`cebench.predict.compiled`):
+"""torch.compile's internals as a trace on `meta` drives them (`cebench.engine.compiled`):
 Dynamo's capture of one graph, AOTAutograd's partition and inductor's lowering without
 building a kernel, for a named card on a machine without it, the modules inductor writes
 loaded as cebench says, a module's compiled call, and the saved-tensors hooks a compile must
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from cebench.core.patched import Replaced
-from cebench.core.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_frames, dynamo_reset
+from cebench.shims.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_frames, dynamo_reset
 
 if TYPE_CHECKING:
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -106,7 +106,7 @@ def outside_saved_tensors_hooks() -> Iterator[None]:
 def card_interface(answers: Mapping[str, Callable[..., Any]], capability: tuple[int, int]) -> list[
         contextlib.AbstractContextManager[None]]:
     """The replacements that make inductor's CUDA device interface (and its workers') answer
-    from a card: `answers` as `cebench.predict.device_view.cuda_answers` gives them, and its
+    from a card: `answers` as `cebench.engine.device_view.cuda_answers` gives them, and its
     compute `capability` (major, minor)."""
     interface = {name: staticmethod(answers[name]) for name in ("get_device_properties", "current_device",
                                                                 "device_count", "is_bf16_supported")}

@@ -1,5 +1,5 @@
 """Peak memory without the hardware: a results row predicted on `meta` tensors
-(`cebench.predict.trace`) for any size, and the largest batch that fits a memory budget."""
+(`cebench.engine.trace`) for any size, and the largest batch that fits a memory budget."""
 from __future__ import annotations
 
 import functools
@@ -9,18 +9,18 @@ from dataclasses import dataclass, replace
 from cebench.core import devices, targets, timemodel
 from cebench.core.config import ITEMSIZE, Compile, Config
 from cebench.core.errors import UsageError, describe
+from cebench.engine import compiled, fake_world, series, support
+from cebench.engine.trace import OpaqueOp, time_reason
 from cebench.losses import variants
 from cebench.losses.inputs import ignored_count
 from cebench.models import training
 from cebench.models.model import Model, resolve_model
-from cebench.predict import compiled, fake_world, series, support
-from cebench.predict.trace import OpaqueOp, time_reason
 from cebench.store.schema import Result, Status
 
 
 def predict(config: Config) -> Result:
     """A results row for `config` with predicted memory, its `flops`, and no time columns; a
-    compiled variant run as inductor's generated code runs (`cebench.predict.compiled`:
+    compiled variant run as inductor's generated code runs (`cebench.engine.compiled`:
     unsharded, else `unsupported`; for a GPU its note says how it was lowered); a step that
     fails on `meta` is an `error` row. On a named GPU target the row names it (`target`) and,
     in bf16 or fp16, carries `predicted_floor_ms`: the counted FLOPs at the card's dense BF16
@@ -225,7 +225,7 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     slope of peak against batch; secant steps from there find where it crosses the budget
     (a model's step peaks in its optimizer step at small batches, in its activations at
     large ones), and `largest_fitting` starts from that guess. Each probe is extrapolated where
-    it can be (`cebench.predict.series`): its cost grows neither with its chunks nor with its
+    it can be (`cebench.engine.series`): its cost grows neither with its chunks nor with its
     model's blocks. A compiled chunked loss is traced whole, each probe compiled: its search
     stops at `compiled.MAX_CHUNKS` chunks (an answer there is `at_limit`). On a named GPU the
     answer's step time is predicted too (`Fit.time_ms`), and with a model the same step's

@@ -34,8 +34,8 @@ import torch
 from cebench.core import targets
 from cebench.core.devices import Device
 from cebench.losses import variants
-from cebench.predict.shims.cuda import CUDA
-from cebench.predict.shims.tensor import (  # what makes a tensor on a device
+from cebench.shims.cuda import CUDA
+from cebench.shims.tensor import (  # what makes a tensor on a device
     FACTORIES,
     METHODS,
     REAL_DEVICE,
@@ -82,7 +82,7 @@ _THREADS_PER_SM_1536 = ((8, 6), (8, 9), (12, 0))
 @dataclass(frozen=True)
 class Properties:
     """What `torch.cuda.get_device_properties` tells a peer of a GPU target, and inductor
-    writing Triton code for it (`cebench.predict.compiled`): registers per SM (64 K on every
+    writing Triton code for it (`cebench.engine.compiled`): registers per SM (64 K on every
     capability since 5.0), resident threads per SM and per block, warp size; `gcnArchName`
     is the card's name (ROCm's architecture field, read by inductor for its lookup tables)."""
 

@@ -1,7 +1,7 @@
 """DTensor and its functional collectives as a tensor-parallel step (`--tp`) is traced and
 measured: the functional collectives' wait (settled in a measured gloo rank's memory pass,
 `cebench.run.ranks`), the sharding propagation whose global-shape fake tensors are not this
-rank's (`cebench.predict.fake_world.follow`), and a device mesh's concatenation, which
+rank's (`cebench.engine.fake_world.follow`), and a device mesh's concatenation, which
 FSDP2 over a TP mesh computes from real tensors (under fake mode it cannot)."""
 from __future__ import annotations
 

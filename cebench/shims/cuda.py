@@ -1,5 +1,5 @@
 """`torch.cuda` as a step predicted for a GPU target asks it, on a machine with or without a
-GPU: the card's answers (`cebench.predict.device_view.cuda_answers`), and the raw stream
+GPU: the card's answers (`cebench.engine.device_view.cuda_answers`), and the raw stream
 inductor's GPU wrapper asks for before each launch."""
 from __future__ import annotations
 

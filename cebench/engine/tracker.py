@@ -34,20 +34,8 @@ from typing import Any, Generic, TypeVar, cast
 import torch
 
 from cebench.core.memory import round_up
-from cebench.core.torch_names import (
-    OpOverload,
-    TorchDispatchMode,
-    current_autograd_node,
-    custom_op_kernel,
-    is_non_overlapping_and_dense,
-    is_zero_tensor,
-    node_call,
-    pytree,
-    schema,
-    storage_key,
-    storage_uses,
-    tensor_uses,
-)
+from cebench.engine.fake_world import FUNCTIONAL, WAIT, WRITES_INTO
+from cebench.engine.op_cache import OpCache
 from cebench.measure.timeline import (
     BACKWARD,
     FORWARD,
@@ -61,8 +49,20 @@ from cebench.measure.timeline import (
     op_name,
 )
 from cebench.models.fsdp import local
-from cebench.predict.fake_world import FUNCTIONAL, WAIT, WRITES_INTO
-from cebench.predict.op_cache import OpCache
+from cebench.shims.torch_names import (
+    OpOverload,
+    TorchDispatchMode,
+    current_autograd_node,
+    custom_op_kernel,
+    is_non_overlapping_and_dense,
+    is_zero_tensor,
+    node_call,
+    pytree,
+    schema,
+    storage_key,
+    storage_uses,
+    tensor_uses,
+)
 
 # What the tracker shows each op it runs (func, args, kwargs, outputs), a custom op's Python kernel's too: a FLOP
 # count (`shims.flop_counter.count_op` on a counter), the ops' costs (`Costs.op`), a time model.

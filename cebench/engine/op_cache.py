@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from cebench.core import devices
-from cebench.core.torch_names import OpOverload, no_dispatch, pytree, schema, storage_key
+from cebench.shims.torch_names import OpOverload, no_dispatch, pytree, schema, storage_key
 
 LIMIT = 200_000  # entries kept before the cache starts afresh (a few hundred bytes each)
 _UNCACHEABLE = object()

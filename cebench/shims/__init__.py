@@ -4,7 +4,7 @@ was checked against (`CHECKED`). Nothing else in cebench replaces an attribute o
 Triton, FSDP2, transformers or a peer, or reads one of their private names, except
 `cebench.core` (tests/test_shims.py holds that).
 
-A trace enters them in one place and order (`cebench.predict.trace._trace`, outermost first):
+A trace enters them in one place and order (`cebench.engine.trace._trace`, outermost first):
 the process's exit while user code runs (`cebench.core.guard`), the RNG states a checkpoint
 saves (`tensor`), the peers' Triton launches and compiled helpers (`triton`, `peers`), the
 target device as the peers see it (`tensor`, `cuda`) and their reads of data (`tensor`), then

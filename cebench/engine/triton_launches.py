@@ -14,8 +14,8 @@ there is nothing to run, so inside `skipped()` every launch returns at once:
 
 each for the duration of the block, on the classes (every kernel at once). What a skipped
 launch would have written is unknown afterwards: `on_skip` is given its tensor arguments
-and its kernel's name (`cebench.predict.data_reads` forgets what it knew of their values;
-`cebench.predict.costs` counts the launch). The kernels skipped
+and its kernel's name (`cebench.engine.data_reads` forgets what it knew of their values;
+`cebench.engine.costs` counts the launch). The kernels skipped
 are listed by name in `Skipped.kernels`; `followed` names the peer package whose Python
 the trace followed, with the versions cebench's rules were checked against (`Variant.peer`).
 
@@ -36,9 +36,9 @@ from typing import Any
 
 from cebench.core import interpreter
 from cebench.core.patched import resolve
-from cebench.core.torch_names import pytree
 from cebench.losses import variants
-from cebench.predict.shims.triton import GRID, INTERPRETED_RUN, LAUNCHERS
+from cebench.shims.torch_names import pytree
+from cebench.shims.triton import GRID, INTERPRETED_RUN, LAUNCHERS
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Skipped:
     """What a `skipped()` block skipped: the names of the kernels launched (`kernels`) and the
     top-level packages that launched them (`packages`, module names); and the peer's
     `torch.compile`d helpers that ran eagerly instead (`eager`, function names: filled by
-    `cebench.predict.compiled_helpers`)."""
+    `cebench.engine.compiled_helpers`)."""
 
     kernels: set[str] = field(default_factory=set)
     packages: set[str] = field(default_factory=set)

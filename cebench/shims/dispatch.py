@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 
 from cebench.core.patched import Replaced
-from cebench.core.torch_names import modes_off
+from cebench.shims.torch_names import modes_off
 
 CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
 MODE_FLAGS = Replaced("torch.utils._python_dispatch",

@@ -29,11 +29,11 @@ import torch
 
 from cebench.core.errors import InputWarning
 from cebench.core.patched import resolve
-from cebench.core.torch_names import FakeTensorMode, OpOverload, schema
 from cebench.models import tensor_parallel
-from cebench.predict.shims import dtensor
-from cebench.predict.shims.fsdp import PARAM, PARAM_GROUP, SCOPES
-from cebench.predict.shims.process import excepthook_kept, without_gc
+from cebench.shims import dtensor
+from cebench.shims.fsdp import PARAM, PARAM_GROUP, SCOPES
+from cebench.shims.process import excepthook_kept, without_gc
+from cebench.shims.torch_names import FakeTensorMode, OpOverload, schema
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -186,7 +186,7 @@ def fake_world(world: int, tp: int = 1) -> Iterator[World]:
     under its `FakeTensorMode` (a device mesh's concatenation outside it, DTensor's sharding
     propagation cached in it: `shims.dtensor`): a new one, closed on exit, or inside a
     `session` the one it keeps. The cyclic garbage collector waits meanwhile, so that its
-    timing cannot reorder the frees of two traces that a `cebench.predict.series` aligns (no
+    timing cannot reorder the frees of two traces that a `cebench.engine.series` aligns (no
     peak was seen to change).
     `RuntimeError` inside a process group: a measured rank predicts nothing."""
     current = _session[-1] if _session else None

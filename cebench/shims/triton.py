@@ -1,5 +1,5 @@
 """Triton's kernel launchers, made to launch nothing in a step traced on `meta`
-(`cebench.predict.triton_launches`): `run` of each launcher class that defines one, and the
+(`cebench.engine.triton_launches`): `run` of each launcher class that defines one, and the
 interpreter's `[grid]` where Triton 3.4 runs the grid without `run`."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The private torch names cebench reads (what it replaces is declared in
-`cebench.predict.shims`), each resolved here once, with the releases it was checked in where
+`cebench.shims`), each resolved here once, with the releases it was checked in where
 its home or name differs between those cebench supports (`cebench.core.version.TORCH_RANGE`).
 Every other module reads them through here (tests/test_shims.py holds that), so a release
 that moves one fails here, naming it, and is fixed here.
@@ -58,7 +58,7 @@ def _dense_check() -> Callable[[torch.Tensor], bool]:
 is_non_overlapping_and_dense = _dense_check()
 # Whether AOTAutograd can be told to lower a compiled backward with its forward
 # (`torch._functorch.config.force_non_lazy_backward_lowering`, 2.9 on); torch 2.8 lowers it
-# lazily, when the backward first runs (`cebench.predict.compiled` lowers it there then).
+# lazily, when the backward first runs (`cebench.engine.compiled` lowers it there then).
 LOWERS_BACKWARD_AHEAD: bool = hasattr(torch._functorch.config, "force_non_lazy_backward_lowering")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from cebench.core.devices import Device
-from cebench.core.torch_names import TorchDispatchMode
+from cebench.shims.torch_names import TorchDispatchMode
 
 _HALF = (torch.bfloat16, torch.float16)
 

@@ -1,5 +1,5 @@
 """FSDP2 as a trace and a measurement follow it: the private functions with which it resizes
-its unsharded parameters' storage and runs its collectives (`cebench.predict.fake_world.follow`
+its unsharded parameters' storage and runs its collectives (`cebench.engine.fake_world.follow`
 scopes and reports them), and the `torch.distributed` collectives its step calls, made
 asynchronous and settled in a measured memory pass (`cebench.run.ranks`)."""
 from __future__ import annotations

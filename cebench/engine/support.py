@@ -24,7 +24,7 @@ from cebench.core import devices
 from cebench.core.config import Compile, Config
 from cebench.core.version import torch_release
 from cebench.losses import variants
-from cebench.predict.shims import fsdp
+from cebench.shims import fsdp
 
 
 def variant_reason(name: str, device: devices.Device, *, predicted: bool = False,
@@ -72,8 +72,8 @@ def _unpredictable(config: Config) -> str | None:
     """Why a step on meta cannot follow `config`'s (None: it can): its compiled blocks or
     compiled loss for its target, or its collectives, sharded, on a torch without meta
     kernels for them."""
-    from cebench.core.torch_names import RELEASE, fake_collectives
-    from cebench.predict import compiled
+    from cebench.engine import compiled
+    from cebench.shims.torch_names import RELEASE, fake_collectives
 
     target = devices.get(config.device)
     reason = compiled.unsupported_reason(target) if config.compile == Compile.BLOCKS else None

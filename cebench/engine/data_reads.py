@@ -40,7 +40,7 @@ Views share their storage, so a constant storage's views are constants; a `Label
 `Mask` is known only through a tensor that spans its whole storage, but for targets none
 (or all) of which are padding, whose every slice is alike. An op that writes
 into a storage (in place, `out=`) makes it unknown unless a rule above says what it holds,
-and so does a skipped Triton launch (`forget`, from `cebench.predict.triton_launches`),
+and so does a skipped Triton launch (`forget`, from `cebench.engine.triton_launches`),
 which may have written into any tensor it was given; but the targets stay known: a loss
 never writes its inputs (the next step reuses them), and Liger's kernels are given
 slices of the targets to read (`Y_ptr`). A
@@ -58,8 +58,8 @@ from typing import Any
 
 import torch
 
-from cebench.core.torch_names import TorchDispatchMode, is_fake, schema, storage_key, unset_fake_temporarily
-from cebench.predict.shims.tensor import DATA_FACTORIES, TORCH
+from cebench.shims.tensor import DATA_FACTORIES, TORCH
+from cebench.shims.torch_names import TorchDispatchMode, is_fake, schema, storage_key, unset_fake_temporarily
 
 aten = torch.ops.aten
 

@@ -1,4 +1,4 @@
-"""The process's own settings a fake world of ranks changes (`cebench.predict.fake_world`):
+"""The process's own settings a fake world of ranks changes (`cebench.engine.fake_world`):
 its garbage collector, off while a sharded step runs (FSDP's steps leave garbage in cycles,
 collected at times that reorder the trace's frees), and `sys.excepthook`, which starting a
 process group replaces for good; and a forkserver child's copy of the server's "alive" pipe,
