@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cebench import api
+from cebench.core.world import World
 from cebench.run import ranks
 from cebench.run.isolate import Child
 
@@ -145,7 +146,7 @@ def hang(mesh, folder: str) -> None:
 @pytest.fixture(scope="module")
 def answered() -> object:
     """Two ranks that say where they stand (the forkserver started, for the tests after it)."""
-    return ranks.launch(world, (), 2, Child(threads=3), 60)
+    return ranks.launch(world, (), World(fsdp=2), Child(threads=3), 60)
 
 
 @pytest.mark.slow
@@ -161,13 +162,13 @@ def test_the_ranks_answer_by_rank_in_a_world_of_their_own(answered):
     (oom_on_0, "oom", "rank 0: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
 ])
 def test_the_first_rank_that_fails_ends_them_all(answered, fn, status, error):
-    outcome = ranks.launch(fn, (), 2, Child(), 60)
+    outcome = ranks.launch(fn, (), World(fsdp=2), Child(), 60)
     assert (outcome.status, outcome.error) == (status, error)
 
 
 @pytest.mark.slow
 def test_ranks_past_the_timeout_are_killed(answered, tmp_path):
-    outcome = ranks.launch(hang, (str(tmp_path),), 2, Child(), 1.5)
+    outcome = ranks.launch(hang, (str(tmp_path),), World(fsdp=2), Child(), 1.5)
     assert outcome.status == "timeout" and outcome.error == ("no result after 1.5 s (--point-timeout); its 2 rank "
                                                              "processes were killed")
     pids = [int(p.read_text()) for p in tmp_path.iterdir()]

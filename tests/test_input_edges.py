@@ -129,7 +129,8 @@ def temp(monkeypatch) -> Iterator[Path]:
 @pytest.mark.slow
 def test_a_later_point_removes_the_rank_folders_of_a_killed_sweep(temp, tmp_path, monkeypatch):
     code = ("from cebench.run import ranks; from cebench.run.isolate import Child; import test_input_edges as t; "
-            "ranks.launch(t.stall, (), 1, Child(), 600)")
+            "from cebench.core.world import World; "
+            "ranks.launch(t.stall, (), World(), Child(), 600)")
     environ = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": os.pathsep.join(
         filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
     log = tmp_path / "stderr"

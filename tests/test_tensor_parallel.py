@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cebench import api
+from cebench.core.world import World
 from cebench.run import ranks
 from cebench.run.grid import GridOptions
 from cebench.run.isolate import Child
@@ -149,7 +150,7 @@ def test_vocab_parallel_over_two_ranks_is_dense_on_the_whole_vocabulary():
     from cebench.losses.builtin import dense_cross_entropy
 
     semantics = {"softcap": 20.0, "label_smoothing": 0.2, "z_loss": 1e-2, "reduction": "none"}
-    outcome = ranks.launch(split_loss, (semantics,), 2, Child(threads=1), 120)
+    outcome = ranks.launch(split_loss, (semantics,), World(fsdp=2), Child(threads=1), 120)  # a 1-D mesh
     assert outcome.status == "ok", outcome.error
     h, weight, targets = _inputs()
     h.requires_grad_(), weight.requires_grad_()

@@ -12,9 +12,11 @@ import typer
 
 from cebench.cli.app import LOSS_VARIANTS, VARIANTS
 from cebench.core import devices
-from cebench.core.axes import AXES, STEP_SETTINGS, WORLD
+from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.targets import NAMES as TARGET_NAMES
 from cebench.core.units import parse_unit
+from cebench.core.world import NAMES as DEGREES
+from cebench.core.world import REMAINDER
 
 LIST = "LIST"
 GPUS_HELP = ("GPUs (ranks) of a world, comma-separated: the model split --tp ways and sharded with FSDP over the "
@@ -60,9 +62,9 @@ def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),
                                   show_default=False)
             axes.append(inspect.Parameter(axis.name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                           annotation=Annotated[str | None, option]))
-            if axis.name == WORLD[-1] and "fsdp" not in skip:  # --gpus: the world's size, beside its axes
-                gpus = typer.Option("--gpus", metavar="VALUE" if "fsdp" in single else LIST, show_default=False,
-                                    help=GPUS_ONE if "fsdp" in single else GPUS_HELP)
+            if axis.name == DEGREES[-1] and REMAINDER not in skip:  # --gpus: the world's size, beside its degrees
+                gpus = typer.Option("--gpus", metavar="VALUE" if REMAINDER in single else LIST, show_default=False,
+                                    help=GPUS_ONE if REMAINDER in single else GPUS_HELP)
                 axes.append(inspect.Parameter("gpus", inspect.Parameter.KEYWORD_ONLY, default=None,
                                               annotation=Annotated[str | None, gpus]))
         names = [p.name for p in params]

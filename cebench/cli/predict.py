@@ -58,8 +58,6 @@ def predict_command(
     predicted and no time.
     """
     from cebench import api
-    from cebench.core.axes import world_label
-
     target = devices.one_name(target, device, "target", "device", "cuda")
     if columns is not None:  # checked before the work, not after a long prediction
         from cebench.render.report import column_keys
@@ -69,7 +67,7 @@ def predict_command(
 
         def progress(done: int, total: int, point: Config) -> None:
             chunk = f" {point.ce_chunk:,}" if point.ce_chunk else ""
-            world = world_label(point.axis_values())
+            world = point.world.label
             status.update(f"predicting {done + 1}/{total}: {point.variant}{chunk} · batch {point.batch:,} × context "
                           f"{point.context:,}{' · ' + world if world else ''}…")
 

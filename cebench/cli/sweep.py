@@ -190,7 +190,7 @@ def _announce(s: Sweep) -> None:
     if plan.skipped:
         parts.append(f"--resume: {plan.skipped} already in {s.path}")
     cannot = plan.in_shard - plan.skipped - len(s.points)
-    sharded = sum(p.sharded for p in s.points)
+    sharded = sum(p.world.sharded for p in s.points)
     parts.append(f"{len(s.points)} to measure" + (" each in a fresh process" if s.isolate else "")
                  + (f" ({cannot} of variants that cannot run here left out)" if cannot else "")
                  + (f" ({sharded} sharded, each in processes of its own, one per rank, {_ranks_bound(s)})"

@@ -171,7 +171,7 @@ class Sweep:
         sharded point's ranks are bounded processes of their own)."""
         if self.isolate:
             return []
-        here = [p for p in self.points if not p.sharded]
+        here = [p for p in self.points if not p.world.sharded]
         builds = [m for m in dict.fromkeys(p.model for p in here) if m != NO_MODEL and resolve_model(m).spec is None]
         return variants.untrusted(dict.fromkeys(p.variant for p in here), self.device.name) + builds
 

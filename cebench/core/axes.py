@@ -501,16 +501,6 @@ def semantics_label(values: Mapping[str, object]) -> str:
     return " · ".join(a.labelled(values.get(a.name)) for a in SEMANTICS if not a.is_off(values.get(a.name)))
 
 
-WORLD: tuple[str, ...] = ("fsdp", "tp")  # the axes whose ranks make a step's world, fsdp × tp
-
-
-def world_label(values: Mapping[str, object]) -> str:
-    """'FSDP ×2 · TP ×4': the labels of a point's (or a row's) world axes that are not off
-    ('' for one device)."""
-    return " · ".join(BY_NAME[name].labelled(values[name]) for name in WORLD
-                      if not BY_NAME[name].is_off(values.get(name)))
-
-
 def heading(values: Mapping[str, object]) -> str:
     """The group heading of a point's (or a row's) values: 'gpt2 · adamw · batch 8 × context
     128 · vocab 50,257 · d_model 768 · softcap 30 · grads keep': each labelled axis whose

@@ -27,6 +27,7 @@ from cebench.core.axes import (
     Reduction,
     YesNo,
 )
+from cebench.core.world import World
 
 __all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOGITS", "LOSS", "SAMPLE", "WORKLOADS", "Checkpointing",
            "Compile", "Config", "Grads", "Optimizer", "Reduction", "Settings", "YesNo", "torch_dtype"]
@@ -129,24 +130,13 @@ class Config(_Fields):
         return self.model != NO_MODEL
 
     @property
-    def world(self) -> int:
-        """How many ranks the step runs on: `fsdp` × `tp` (1: one device, unsharded)."""
-        return self.fsdp * self.tp
-
-    @property
-    def sharded(self) -> bool:
-        """Whether the step runs on more than one rank, each holding a shard (`world` > 1)."""
-        return self.world > 1
+    def world(self) -> World:
+        """The ranks the step runs on: its degrees (`fsdp`, `tp`; `World()`: one device)."""
+        return World.of(self.__dict__)
 
     @property
     def tokens(self) -> int:
         return self.batch * self.context
-
-    @property
-    def gpus_per_step(self) -> int:
-        """The ranks (GPUs) that share one step's tokens: a TP group's `tp` (1 without tensor
-        parallelism). A rate per GPU divides a step's tokens by it."""
-        return self.tp
 
     @property
     def chunks(self) -> int:

@@ -19,7 +19,7 @@ calibrated by `results/calibrate_time.py` on Liger-Kernel's 2024 timing rows alo
 (`results/published/liger_kernel_speed_rows_2024.csv`) and judged on published rows they
 never saw. A family without rows borrows another's (`BORROWED`), and its rows say so.
 
-A leaf module: no torch, nothing from cebench but the targets.
+A leaf module: no torch, nothing from cebench but the targets and the world.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cebench.core.targets import PRECISIONS, Target
+from cebench.core.world import World
 
 MATMUL, ELEMENTWISE, REDUCTION, FUSED, SYNC = "matmul", "elementwise", "reduction", "fused", "sync"
 FP32, HALF, FP8 = PRECISIONS
@@ -128,15 +129,10 @@ def step_ms(ops: Mapping[OpCost, int], target: Target, constants: Efficiency | N
     return max(work, talk) * 1e3
 
 
-def collectives_note(target: Target | None, fsdp: int, tp: int) -> str:
-    """What the time of a step sharded over `fsdp` ranks and split over `tp` says of its
-    collectives: how they run beside the rest (`step_ms`) and at what rate (`target`'s link;
-    None: a target without one named)."""
+def collectives_note(target: Target | None, world: World) -> str:
+    """What the time of a step in `world` says of its collectives: how each degree's run
+    beside the rest (`step_ms`) and at what rate (`target`'s link; None: a target without
+    one named)."""
     rate = ("the link's datasheet rate" if target is None else
             f"{target.link_bytes_per_s / 1e9:,.0f} GB/s a direction, {target.name}'s link by its datasheet")
-    rate += " (not calibrated; every rank's link alike: no slower network between nodes)"
-    if tp == 1:
-        return f"FSDP's collectives at {rate}, overlapped with the rest"
-    if fsdp == 1:
-        return f"tensor parallelism's collectives at {rate}, each waited for"
-    return f"collectives at {rate}, FSDP's overlapped with the rest, tensor parallelism's each waited for"
+    return world.collectives(rate + " (not calibrated; every rank's link alike: no slower network between nodes)")

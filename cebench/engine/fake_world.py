@@ -38,6 +38,8 @@ from cebench.shims.torch_names import FakeTensorMode, OpOverload, schema
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from cebench.core.world import World
+
 # Ranks of a fake world beyond which building it earns a word before it starts (`InputWarning`): its process group
 # and device mesh, and each sharded model in it, grow with the ranks (10,000 took about a minute).
 NOTICE_RANKS = 1_024
@@ -140,14 +142,13 @@ def follow(tracker: Follower) -> Iterator[None]:
 
 
 @dataclass
-class World:
-    """Rank 0 of a fake world of `size` ranks, `tp` to a TP group: the CPU device `mesh` to
-    shard and split over (`tensor_parallel.world_mesh`), the fake
-    `mode` its tensors live in, and what callers keep in it (`models`: a model built and
-    settled there, by their key), which lives as long as the world."""
+class FakeWorld:
+    """Rank 0 of a fake process group of `world`'s ranks: the CPU device `mesh` to shard and
+    split over (`tensor_parallel.world_mesh`), the fake `mode` its tensors live in, and what
+    callers keep in it (`models`: a model built and settled there, by their key), which lives
+    as long as it does."""
 
-    size: int
-    tp: int
+    world: World
     mesh: DeviceMesh
     mode: FakeTensorMode
     models: dict[Hashable, Any] = field(default_factory=dict)
@@ -155,7 +156,7 @@ class World:
 
 @dataclass
 class _Session:
-    world: World | None = None
+    world: FakeWorld | None = None
 
 
 _session: list[_Session] = []  # the open session (`session`), if any
@@ -181,8 +182,8 @@ def session() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def fake_world(world: int, tp: int = 1) -> Iterator[World]:
-    """Rank 0 of a fake process group of `world` ranks (`tp` to a TP group) in this process,
+def fake_world(world: World) -> Iterator[FakeWorld]:
+    """Rank 0 of a fake process group of `world`'s ranks in this process,
     under its `FakeTensorMode` (a device mesh's concatenation outside it, DTensor's sharding
     propagation cached in it: `shims.dtensor`): a new one, closed on exit, or inside a
     `session` the one it keeps. The cyclic garbage collector waits meanwhile, so that its
@@ -191,12 +192,12 @@ def fake_world(world: int, tp: int = 1) -> Iterator[World]:
     `RuntimeError` inside a process group: a measured rank predicts nothing."""
     current = _session[-1] if _session else None
     if current is None:
-        opened = _open(world, tp)
+        opened = _open(world)
     else:
-        if current.world is not None and (current.world.size, current.world.tp) != (world, tp):
+        if current.world is not None and current.world.world != world:
             _close(current.world)
             current.world = None
-        opened = current.world = current.world or _open(world, tp)
+        opened = current.world = current.world or _open(world)
     try:
         with without_gc(), dtensor.real_mesh_concatenation(), dtensor.cached_propagation(), \
                 opened.mode:
@@ -206,28 +207,27 @@ def fake_world(world: int, tp: int = 1) -> Iterator[World]:
             _close(opened)
 
 
-def _open(world: int, tp: int) -> World:
-    """A new fake world of `world` ranks (`fake_world`), announced (`InputWarning`) beyond
+def _open(world: World) -> FakeWorld:
+    """A new fake world of `world`'s ranks (`fake_world`), announced (`InputWarning`) beyond
     `NOTICE_RANKS` ranks."""
     import torch.distributed as dist
 
-    if world > NOTICE_RANKS:
-        asked = f"--fsdp {world}" if tp == 1 else f"--fsdp {world // tp} --tp {tp}"
-        warnings.warn(InputWarning(f"{asked}: building a fake world of {world:,} ranks to predict rank 0's "
-                                   "step, which may take minutes (Ctrl-C stops it)"), stacklevel=2)
+    if world.size > NOTICE_RANKS:
+        warnings.warn(InputWarning(f"{world.flags}: building a fake world of {world.size:,} ranks to predict rank "
+                                   "0's step, which may take minutes (Ctrl-C stops it)"), stacklevel=2)
     if dist.is_initialized():
         raise RuntimeError("a sharded step is predicted in a process outside any process group")
     with excepthook_kept():  # an in-process store: torch 2.8's fake backend still rendezvouses (env://) without one
-        dist.init_process_group("fake", store=dist.HashStore(), rank=0, world_size=world)
+        dist.init_process_group("fake", store=dist.HashStore(), rank=0, world_size=world.size)
     try:
-        mesh = tensor_parallel.world_mesh("cpu", world // tp, tp)  # before fake mode (its setup reads real tensors)
+        mesh = tensor_parallel.world_mesh("cpu", world)  # before fake mode (its setup reads real tensors)
     except BaseException:
         dist.destroy_process_group()
         raise
-    return World(world, tp, mesh, FakeTensorMode(allow_non_fake_inputs=True))
+    return FakeWorld(world, mesh, FakeTensorMode(allow_non_fake_inputs=True))
 
 
-def _close(world: World) -> None:
+def _close(world: FakeWorld) -> None:
     """Destroy `world`'s process group (what was kept in it goes with it)."""
     import torch.distributed as dist
 

@@ -53,7 +53,7 @@ def predict(config: Config) -> Result:
     result.note = reading.note  # what the trace did not run (Triton launches skipped)
     if (variants.get(config.variant).compiles or config.compile == Compile.BLOCKS) and target.is_gpu:
         result.note = "; ".join(filter(None, (result.note, compiled.GPU_NOTE)))
-    if config.sharded and target.is_host and not fake_world.matched_world(config.world):
+    if config.world.sharded and target.is_host and not fake_world.matched_world(config.world.size):
         result.note = "; ".join(filter(None, (result.note, fake_world.UNMATCHED_WORLD_NOTE)))
     result.flops = flops
     if config.has_model:
@@ -66,8 +66,8 @@ def predict(config: Config) -> Result:
 
 def tokens_per_s(config: Config, time_ms: float) -> float:
     """The non-padding tokens of `config`'s step per second per GPU, at a step time of
-    `time_ms` (a TP group's ranks share its step's tokens: `Config.gpus_per_step`)."""
-    return (config.tokens - ignored_count(config)) / config.gpus_per_step / time_ms * 1e3
+    `time_ms` (a TP group's ranks share its step's tokens: `World.gpus_per_step`)."""
+    return (config.tokens - ignored_count(config)) / config.world.gpus_per_step / time_ms * 1e3
 
 
 def _time_columns(result: Result, config: Config, time_ms: float | None) -> None:
@@ -91,7 +91,7 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
             if time_ms < timemodel.SHORT_MS and target is not None else "",
             "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
             "compiled rows)" if generated else "",
-            f"time: {timemodel.collectives_note(target, config.fsdp, config.tp)}" if config.sharded else "")))
+            f"time: {timemodel.collectives_note(target, config.world)}" if config.world.sharded else "")))
     result.note = "; ".join(filter(None, (result.note, said)))
 
 

@@ -465,7 +465,7 @@ def layers(config: Config) -> int | None:
 
 def _first_layers(config: Config) -> int:
     """Blocks in the smallest sample along `config`'s model's blocks."""
-    return SHARDED_LAYERS if config.sharded else LAYERS
+    return SHARDED_LAYERS if config.world.sharded else LAYERS
 
 
 def series(config: Config, flops: bool = True) -> Series | None:

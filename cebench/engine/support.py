@@ -52,7 +52,7 @@ def reason(config: Config, *, predicted: bool = False) -> str | None:
 def _ranks_here(config: Config) -> str | None:
     """Why `config`'s ranks cannot run on this machine, one each on a GPU or a CPU core of
     its device (None: they can, or it is not sharded)."""
-    return devices.get(config.device).ranks_reason(config.world) if config.sharded else None
+    return devices.get(config.device).ranks_reason(config.world.size) if config.world.sharded else None
 
 
 def _unfollowed_fsdp(config: Config) -> str | None:
@@ -60,7 +60,7 @@ def _unfollowed_fsdp(config: Config) -> str | None:
     this torch's FSDP2 and DTensor are older than those whose storage helpers and collectives
     cebench follows."""
     release = torch_release()
-    if not config.sharded or release is None or release >= fsdp.SINCE:
+    if not config.world.sharded or release is None or release >= fsdp.SINCE:
         return None
     since = f"torch {fsdp.SINCE[0]}.{fsdp.SINCE[1]} or newer: torch {release[0]}.{release[1]}'s"
     if config.tp > 1:
@@ -78,8 +78,8 @@ def _unpredictable(config: Config) -> str | None:
     target = devices.get(config.device)
     reason = compiled.unsupported_reason(target) if config.compile == Compile.BLOCKS else None
     if not reason and variants.get(config.variant).compiles:
-        reason = compiled.unsupported_reason(target, config.sharded, config.chunks)
-    if not reason and config.sharded and not fake_collectives():
+        reason = compiled.unsupported_reason(target, config.world.sharded, config.chunks)
+    if not reason and config.world.sharded and not fake_collectives():
         reason = (f"torch {RELEASE}'s collectives have no meta kernels, so a sharded step cannot be followed in a "
                   "fake world: --fsdp is predicted with torch 2.9 or newer; measure it with cebench sweep")
     return reason

@@ -111,7 +111,7 @@ def trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]] = Sto
 
 
 def _trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]], counter: FlopCounterMode | None,
-           layers: int | None, world: fake_world.World | None, costs: Costs | None) -> Trace[Any]:
+           layers: int | None, world: fake_world.FakeWorld | None, costs: Costs | None) -> Trace[Any]:
     """`trace`, the model sharded in `world` when given (`fake_world.fake_world`)."""
     target = devices.get(config.device)
     steady = _steady(config, layers, world)
@@ -193,7 +193,7 @@ class _Steady:
     training: training_mod.Training | None
 
 
-def _steady(config: Config, layers: int | None = None, world: fake_world.World | None = None) -> _Steady:
+def _steady(config: Config, layers: int | None = None, world: fake_world.FakeWorld | None = None) -> _Steady:
     """`config`'s step on `meta` in steady state: with `grads` keep, `warm` runs one untracked
     step first; a model's optimizer state is as `_model` gives it, with `layers` blocks
     (None: its own). A model sharded in `world` (fake tensors, `fake_world.fake_world`) is the
@@ -323,13 +323,13 @@ def _host_state(training: training_mod.Training | None, host_counts: bool) -> se
 
 
 @contextlib.contextmanager
-def _world(config: Config) -> Iterator[fake_world.World | None]:
-    """The world a step of `config` is sharded in: rank 0 of a fake world of `config.world`
+def _world(config: Config) -> Iterator[fake_world.FakeWorld | None]:
+    """The world a step of `config` is sharded in: rank 0 of a fake world of `config.world`'s
     ranks (`fake_world.fake_world`), or None for an unsharded step."""
-    if not config.sharded or not config.has_model:
+    if not config.world.sharded or not config.has_model:
         yield None
         return
-    with fake_world.fake_world(config.world, config.tp) as world:
+    with fake_world.fake_world(config.world) as world:
         yield world
 
 

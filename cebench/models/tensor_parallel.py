@@ -28,23 +28,22 @@ from cebench.models.contract import Built
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from cebench.core.world import World
     from cebench.models.decoder import Block, Decoder
     from cebench.models.model import Model
 
 
-FSDP_DIM, TP_DIM = "fsdp", "tp"  # the dimensions of a world's device mesh where --tp splits its layers
+FSDP_DIM, TP_DIM = "fsdp", "tp"  # the degrees (`cebench.core.world`) whose mesh dimensions a step is split over
 
 
-def world_mesh(kind: str, fsdp: int, tp: int) -> DeviceMesh:
-    """The device mesh of a world of `fsdp` × `tp` ranks of device `kind`: with `tp` > 1,
-    (fsdp, tp) named `FSDP_DIM`, `TP_DIM`, a rank's TP peers consecutive ranks (torchtitan's
-    layout); else FSDP's 1-D mesh. Made before fake mode, where there is one: its setup reads
-    real tensors."""
+def world_mesh(kind: str, world: World) -> DeviceMesh:
+    """The device mesh of `world` on device `kind`, its dimensions as `World.mesh` orders and
+    names them (a rank's TP peers consecutive ranks: torchtitan's layout; FSDP alone: a 1-D
+    mesh). Made before fake mode, where there is one: its setup reads real tensors."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    if tp == 1:
-        return init_device_mesh(kind, (fsdp,))
-    return init_device_mesh(kind, (fsdp, tp), mesh_dim_names=(FSDP_DIM, TP_DIM))
+    shape, names = world.mesh
+    return init_device_mesh(kind, shape, mesh_dim_names=names)
 
 
 def parts(mesh: DeviceMesh) -> tuple[DeviceMesh | None, DeviceMesh | None]:

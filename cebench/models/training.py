@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from cebench.core import devices
-from cebench.core.axes import BY_NAME, MAX_WORLD, MODEL_AXES, SEMANTICS, Checkpointing, Compile, Optimizer, YesNo
+from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Compile, Optimizer, YesNo
 from cebench.core.config import Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import storage_bytes
@@ -238,13 +238,13 @@ def unsharded_only(config: Config) -> str | None:
     runs on an unsplit head only; an optimizer stepped in backward steps each parameter from
     the hook of its gradient's accumulation, which FSDP, setting the sharded gradients itself,
     never runs; compiled blocks are compiled in an unsharded model only."""
-    if not config.sharded:
+    if not config.world.sharded:
         return None
     if config.tp > 1:
         from cebench.losses import variants
 
-        if config.world > MAX_WORLD:
-            return f"--fsdp {config.fsdp} × --tp {config.tp} is {config.world:,} ranks, more than {MAX_WORLD:,}"
+        if reason := config.world.beyond:
+            return reason
         if reason := tensor_parallel.unsupported_reason(resolve_model(config.model), config.tp):
             return reason
         if config.context % config.tp:

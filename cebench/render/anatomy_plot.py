@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from cebench.analyze.anatomy import PARTS, Anatomy  # noqa: E402
 from cebench.core import devices  # noqa: E402
-from cebench.core.axes import Checkpointing, Compile, world_label  # noqa: E402
+from cebench.core.axes import Checkpointing, Compile  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
 from cebench.render.explain_plot import CHARS_PER_INCH  # noqa: E402
 from cebench.render.plot import memory_unit, write_figure  # noqa: E402
@@ -53,7 +53,7 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
     ax.set_xlabel(f"predicted step peak ({unit})")
     ax.set_xlim(0, max(top, capacity or 0) / scale * 1.25)
     checkpointing = "blocks checkpointed" if c.activation_checkpointing == Checkpointing.BLOCKS else "no checkpointing"
-    sharded = f" · {world_label(c.axis_values())} (per rank)" if c.sharded else ""
+    sharded = f" · {c.world.label} (per rank)" if c.world.sharded else ""
     sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
     title = (f"{c.model} · {c.optimizer} · {checkpointing}{sharded} · batch {c.batch} × context {c.context} · "
              f"{c.dtype} · {c.device}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from cebench.core.axes import Compile, world_label
+from cebench.core.axes import Compile
 from cebench.core.units import format_bytes, format_ms
 from cebench.render.table import Column, ColumnNote, Table
 
@@ -104,7 +104,7 @@ def anatomy_table(anatomies: list[Anatomy], unit: str | None = None) -> Table:
     from cebench.render.anatomy_plot import label
 
     c = anatomies[0].config
-    sharded = f" · {world_label(c.axis_values())}, per rank" if c.sharded else ""
+    sharded = f" · {c.world.label}, per rank" if c.world.sharded else ""
     sharded = (" · compiled blocks" if c.compile == Compile.BLOCKS else "") + sharded
     timed = any(a.time_ms is not None for a in anatomies)
     equal = equal_parts(anatomies)

@@ -13,6 +13,7 @@ from cebench.core.config import LOSS
 from cebench.core.targets import BY_NAME
 from cebench.core.timemodel import collectives_note
 from cebench.core.units import format_bytes, format_ms, format_percent
+from cebench.core.world import widest
 from cebench.losses import variants
 from cebench.render.table import Column, Table
 from cebench.store.schema import Status
@@ -132,7 +133,8 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
     c = fitted.fits[0].config
     workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
     inputs = "the inputs h, weight, targets"
-    worlds = [f.config for f in fitted.fits if f.config.sharded]
+    worlds = [f.config.world for f in fitted.fits if f.config.world.sharded]
+    world = widest(worlds)
     if c.has_model:
         names = varied(fitted)
         optimizer = "each group's optimizer" if "optimizer" in names else c.optimizer
@@ -140,11 +142,9 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
                          else f"checkpointing {c.activation_checkpointing}")
         if "compile" in names or c.compile == Compile.BLOCKS:
             checkpointing += ", blocks compiled as each group says" if "compile" in names else ", blocks compiled"
-        split = " and ".join(name for name, n in (("FSDP", max((w.fsdp for w in worlds), default=1)),
-                                                  ("TP", max((w.tp for w in worlds), default=1))) if n > 1)
-        ranks = (f", with {split} one rank's: rank 0's, which holds the most rows of each unevenly divided parameter; "
-                 "max batch is per rank" if worlds else "")
-        if any(w.tp > 1 for w in worlds):
+        ranks = (f", with {world.titles} one rank's: rank 0's, which holds the most rows of each unevenly divided "
+                 "parameter; max batch is per rank" if worlds else "")
+        if world.gpus_per_step > 1:
             ranks += " (under --tp a TP group's ranks share its batch)"
         from cebench.models.model import resolve_model
 
@@ -161,8 +161,7 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
         setting = " · ".join(filter(None, (best.config.variant, chunk, setting_label(best.config, varied(fitted)))))
         per_gpu = " per GPU" if worlds else ""
         # how FSDP's and tensor parallelism's collectives are costed, where either ran
-        talk = ("; " + collectives_note(BY_NAME.get(c.device), max(w.fsdp for w in worlds),
-                                        max(w.tp for w in worlds))) if worlds else ""
+        talk = "; " + collectives_note(BY_NAME.get(c.device), world) if worlds else ""
         time = (f" {FASTEST} fastest that fits: {setting} at batch {best.batch:,}, "
                 f"{best.tokens_per_s:,.0f} tokens/s{per_gpu} predicted (time: the time model's step time at the max "
                 f"batch, a roofline over the traced ops calibrated on published rows{talk}; cebench targets).")

@@ -13,6 +13,8 @@ from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpoi
 from cebench.core.config import LOGITS, LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import BYTES_LIMIT
+from cebench.core.world import NAMES as DEGREES
+from cebench.core.world import REMAINDER, World
 from cebench.engine import support
 from cebench.losses import variants
 from cebench.models.model import resolve_model
@@ -64,7 +66,7 @@ class Grid:
     temperature: float = 0.9
     model_own: tuple[str, ...] = ()  # the axes each point's model decides (`Axis.model_sets`, `model_default`)
     workloads: tuple[str, ...] = ()  # the workloads chosen (empty: each variant's own)
-    gpus: tuple[int, ...] = ()  # worlds of these many ranks only, fsdp × tp (`--gpus`; empty: every fsdp × tp)
+    gpus: tuple[int, ...] = ()  # worlds of these many ranks only (`--gpus`; empty: every combination of degrees)
 
     def __getattr__(self, name: str) -> tuple:
         values = self.__dict__.get("values", {})
@@ -101,7 +103,7 @@ class Grid:
         points: dict[Config, None] = {}
         for combo in itertools.product(*(self.values[a.name] for a in order)):
             shape = dict(zip((a.name for a in order), combo, strict=True))
-            if self.gpus and shape["fsdp"] * shape["tp"] not in self.gpus:
+            if self.gpus and World.of(shape).size not in self.gpus:
                 continue
             if shape["model"] != NO_MODEL:  # the model's vocab and d_model, whatever the grid lists
                 model = resolve_model(shape["model"])
@@ -122,23 +124,33 @@ class Grid:
 
 
 def _worlds(text: str | None, values: dict[str, tuple], given: Mapping[str, str | None]) -> tuple[int, ...]:
-    """`--gpus`: the world sizes given (`text`; () when not given), each split into `fsdp` =
-    GPUs / `tp` for each tp in `values`, which get those fsdp values (`Grid.expand` keeps the
-    worlds of the sizes given). A `UsageError` with --fsdp too, without a model, or for a tp
-    that does not divide a size."""
+    """`--gpus`: the world sizes given (`text`; () when not given), each made a world of each
+    combination of the other degrees' values, `REMAINDER` (FSDP) taking what they leave
+    (`World.of_size`), whose values it gets (`Grid.expand` keeps the worlds of the sizes
+    given). A `UsageError` with --fsdp too, without a model, or for degrees that do not divide
+    a size."""
     if text is None:
         return ()
     gpus = parse_world(text, "gpus")
-    if given.get("fsdp") is not None:
-        raise UsageError("shards the model over the GPUs --tp leaves (fsdp = gpus / tp): give --gpus or --fsdp, "
+    remainder = BY_NAME[REMAINDER]
+    if given.get(REMAINDER) is not None:
+        raise UsageError(f"shards the model over the GPUs the other degrees leave ({remainder.name} = gpus / "
+                         f"{' / '.join(n for n in DEGREES if n != REMAINDER)}): give --gpus or {remainder.flag}, "
                          "not both", "gpus")
     if all(m == NO_MODEL for m in values["model"]):
         raise UsageError("applies to a model's training step: give --model too", "gpus")
+    others = [n for n in DEGREES if n != REMAINDER]
+    sizes = []
     for size in gpus:
-        for tp in values["tp"]:
-            if size % tp:
-                raise UsageError(f"{tp} does not divide --gpus {size:,} (each world is fsdp × tp GPUs)", "tp")
-    values["fsdp"] = tuple(dict.fromkeys(size // tp for size in gpus for tp in values["tp"]))
+        for combo in itertools.product(*(values[n] for n in others)):
+            split = dict(zip(others, combo, strict=True))
+            try:
+                sizes.append(World.of_size(size, **split)[REMAINDER])
+            except ValueError:
+                named = " × ".join(f"{BY_NAME[n].flag} {v}" for n, v in split.items())
+                raise UsageError(f"{named} does not divide --gpus {size:,} (each world is "
+                                 f"{' × '.join(DEGREES)} GPUs)", others[-1]) from None
+    values[REMAINDER] = tuple(dict.fromkeys(sizes))
     return gpus
 
 

@@ -52,6 +52,8 @@ from cebench.store.schema import Status
 if TYPE_CHECKING:
     import torch
 
+    from cebench.core.world import World
+
 SETTLE_S = 0.01  # how long a gloo rank's memory pass keeps a collective's work after it is done (s)
 ATTEMPTS = 6  # profiled steps a gloo rank's memory pass takes at most
 FOLDER = "cebench-ranks-"  # the ranks' temporary folder: FOLDER<the sweep's pid>-<random>
@@ -69,11 +71,11 @@ def share(threads: int | None, world: int) -> int:
     return max(1, threads // world)
 
 
-def launch(fn: Callable[..., Any], args: tuple[Any, ...], world: int, child: Child,
-           timeout_s: float | None, tp: int = 1) -> Outcome:
-    """`fn(mesh, *args)` in each of `world` ranks (see the module), `mesh` their device mesh
-    (`tensor_parallel.world_mesh`: 1-D, or world / `tp` × `tp` ranks), each set up as `child`
-    but for its device index (its rank), waiting at most
+def launch(fn: Callable[..., Any], args: tuple[Any, ...], world: World, child: Child,
+           timeout_s: float | None) -> Outcome:
+    """`fn(mesh, *args)` in each of `world`'s ranks (see the module), `mesh` their device mesh
+    (`tensor_parallel.world_mesh`), each set up as `child` but for its device index (its rank),
+    waiting at most
     `timeout_s` seconds (None, or above `guard.NO_LIMIT_S`: no limit) for them all. An ok
     `Outcome`'s value is the list of the ranks' values, by rank; else it is the first rank's
     failure ('rank R: …'), or the timeout. Every rank process has ended when it returns.
@@ -85,13 +87,14 @@ def launch(fn: Callable[..., Any], args: tuple[Any, ...], world: int, child: Chi
     with tempfile.TemporaryDirectory(prefix=f"{FOLDER}{os.getpid()}-") as folder:
         store = "file://" + os.path.join(folder, "store")
         try:
-            for rank in range(world):
-                joined = functools.partial(_joined, store, rank, world, tp, child.device, fn)
-                started.append(isolate.start(joined, args, replace(child, device_index=rank), _environ(rank, world)))
+            for rank in range(world.size):
+                joined = functools.partial(_joined, store, rank, world, child.device, fn)
+                started.append(isolate.start(joined, args, replace(child, device_index=rank),
+                                             _environ(rank, world.size)))
             outcome = _gather(started, deadline)
             if outcome.status == Status.TIMEOUT:
-                outcome = replace(outcome, error=f"no result after {timeout_s:g} s (--point-timeout); its {world} "
-                                                 "rank processes were killed")
+                outcome = replace(outcome, error=f"no result after {timeout_s:g} s (--point-timeout); its "
+                                                 f"{world.size} rank processes were killed")
             return outcome
         finally:
             for proc, receive in started:
@@ -140,16 +143,16 @@ class _Failed:
     error: str
 
 
-def _joined(store: str, rank: int, world: int, tp: int, device: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """In rank `rank`: join the process group of `world` ranks at `store` through `device`'s
-    backend, and return `fn(mesh, *args)` (`mesh`: `tp` ranks to a TP group), or `_Failed` when
-    anything raises."""
+def _joined(store: str, rank: int, world: World, device: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """In rank `rank`: join the process group of `world`'s ranks at `store` through `device`'s
+    backend, and return `fn(mesh, *args)` (`mesh`: `world`'s, `tensor_parallel.world_mesh`), or
+    `_Failed` when anything raises."""
     import torch.distributed as dist
 
     kind = devices.get(device)
     try:
-        dist.init_process_group(kind.backend(), init_method=store, rank=rank, world_size=world)
-        value = fn(tensor_parallel.world_mesh(kind.kind, world // tp, tp), *args)
+        dist.init_process_group(kind.backend(), init_method=store, rank=rank, world_size=world.size)
+        value = fn(tensor_parallel.world_mesh(kind.kind, world), *args)
     except BaseException as exc:  # noqa: BLE001 - the point's row says what happened
         # The group is left as it is: this rank's exit, after it has answered, ends it, so that what its end
         # makes the others raise comes later.

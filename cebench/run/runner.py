@@ -5,7 +5,7 @@ finite → 'error', a variant that cannot run here or lacks a loss semantics the
 for → 'unsupported'; every non-ok row says why in `error`. What the implementation warned
 while it ran (a fallback, say) goes in `note`.
 
-A point whose model is sharded (`Config.sharded`) is measured by its `Config.world` ranks,
+A point whose model is sharded (`World.sharded`) is measured by its `Config.world`'s ranks,
 processes of its own (`sharded`, `cebench.run.ranks`): it is isolated whether or not the sweep
 isolates points. Whether a point can run at all is `cebench.engine.support`'s answer.
 """
@@ -124,7 +124,7 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
     result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
     result.time_ms_p75, result.time_ms_min = timing.p75_ms, timing.min_ms
     result.repeats, result.time_ms_samples = timing.repeats, timing.samples_ms
-    result.tokens_per_s = config.tokens / config.gpus_per_step / (timing.median_ms / 1e3)
+    result.tokens_per_s = config.tokens / config.world.gpus_per_step / (timing.median_ms / 1e3)
     if variant.compiles or config.compile == Compile.BLOCKS:
         result.compile_s = max(first_ms - timing.median_ms, 0.0) / 1e3
     result.flops = count_flops(config)  # a sharded point's too: through a fake process group, here
@@ -141,11 +141,11 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     its `flops` (and `tflops_per_s`) and `matmul_floor_ms`: with `calibrate`,
     `limits.matmul_floor_ms`, calibrated once per shape in this process after the row's own
     measurement, outside its memory probe; else `floor_ms` as given (calibrated elsewhere,
-    None where that failed). A sharded point (`Config.sharded`) is measured by its ranks
+    None where that failed). A sharded point (`World.sharded`) is measured by its ranks
     (`sharded`), set up as `child` (default: this process's threads and the point's device;
     a user's variant needs its spec there), waiting at most `timeout_s` seconds (None: for ever)."""
     device = devices.get(config.device)
-    if config.sharded:
+    if config.world.sharded:
         return sharded(config, settings, child or Child(device=config.device), timeout_s, device.model_name())
     result = Result.blank(config, device.model_name())
     reason = support.reason(config)
@@ -196,7 +196,7 @@ def _rank(mesh: DeviceMesh, config: Config, settings: Settings, body: bool) -> _
 
 
 def sharded(config: Config, settings: Settings, child: Child, timeout_s: float | None, device_name: str) -> Result:
-    """Measure `config`, whose model is sharded over `config.world` ranks, in that many
+    """Measure `config`, whose model is sharded over `config.world`'s ranks, in that many
     processes of its own (`ranks.launch`), each set up as `child` with its share of the
     threads (`ranks.share`: the row's `threads`), waiting at most `timeout_s` seconds (None:
     for ever); never raises for a failure of the step. The first rank that fails makes the
@@ -206,7 +206,7 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
     `note` gives each rank's peak where they differ), time and warnings rank 0's; the body
     step is sharded too (its peak the highest rank's, its time rank 0's); `flops` is counted
     here. `device_name`: the row's where no rank said it."""
-    threads = ranks.share(child.threads, config.world)
+    threads = ranks.share(child.threads, config.world.size)
 
     def failed(status: str, error: str) -> Result:
         result = Result.blank(config, device_name)
@@ -218,7 +218,7 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
         return failed(Status.UNSUPPORTED, reason)
     key = _body_key(config, settings, threads)
     outcome = ranks.launch(_rank, (config, settings, key not in _BODY), config.world, replace(child, threads=threads),
-                           timeout_s, tp=config.tp)
+                           timeout_s)
     if outcome.status != Status.OK:
         return failed(outcome.status, outcome.error)
     done: list[_Rank] = outcome.value
@@ -227,7 +227,7 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
     top = max(done, key=lambda r: r.step.memory.peak_bytes)  # the first of the highest: the lowest rank
     peaks = [r.step.memory.peak_bytes for r in done]
     by_rank = "" if len(set(peaks)) == 1 else "peak by rank: " + ", ".join(f"{p:,} B" for p in peaks)
-    shared = devices.get(config.device).ranks_note(config.world)
+    shared = devices.get(config.device).ranks_note(config.world.size)
     memory = replace(top.step.memory, note="; ".join(filter(None, (top.step.memory.note, by_rank, shared))))
     _fill(result, config, replace(done[0].step, memory=memory))
     if key not in _BODY:
@@ -266,7 +266,7 @@ def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Calla
     floors: dict[tuple[object, ...], float | None] = {}
 
     def measure(point: Config) -> Result:
-        if point.sharded:  # its ranks are processes of its own
+        if point.world.sharded:  # its ranks are processes of its own
             result = sharded(point, settings, child, timeout_s, names.get(point.device, ""))
             names[point.device] = result.device_name or names.get(point.device, "")
             return result
