@@ -12,7 +12,7 @@ import time
 import torch
 
 from cebench.engine.points import predict
-from cebench.losses.variants import REGISTRY
+from cebench.losses.variants import listed
 from cebench.run.grid import GridOptions
 
 BATCHES = tuple(sorted({4 + round(i * 252 / 99) for i in range(100)}))  # 100 batch sizes, 4 … 256
@@ -25,7 +25,7 @@ def rss_mib() -> float:
 
 
 def main() -> None:
-    eager = tuple(name for name, v in REGISTRY.items() if not v.compiled)
+    eager = tuple(v.name for v in listed() if not v.compiled)
     shape = {"dtype": "bf16", "context": 128, "vocab": 50257, "d_model": 2048}
     probe = GridOptions(variant=eager, batch=BATCHES[:1], ce_chunk=2048, **shape).grid("cuda").expand()
     # The variants predict can trace (not the peers with custom ops or Triton kernels).

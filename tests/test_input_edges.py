@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cebench.core.world import World
 from cebench.run import ranks
 from cebench.run.isolate import Child
 from conftest import SMALL, invoke, one_error, sweep_csv
@@ -149,6 +150,6 @@ def test_a_later_point_removes_the_rank_folders_of_a_killed_sweep(temp, tmp_path
     live = temp / f"cebench-ranks-{os.getpid()}-running"  # this process's own: not stale
     live.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    outcome = ranks.launch(rank, (), 1, Child(), 120)
+    outcome = ranks.launch(rank, (), World(), Child(), 120)
     assert outcome.status == "ok" and outcome.value == [0], outcome.error
     assert [name for name in os.listdir(temp) if name.startswith("cebench-ranks-")] == [live.name]

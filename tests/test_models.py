@@ -265,7 +265,7 @@ def test_a_models_own_softcap_applies_unless_softcap_is_given(tmp_path):
 
     def softcaps(**axes: object) -> set[tuple[str, float]]:
         grid = GridOptions(variant="dense", batch=1, context=4, **axes).grid("cpu")
-        return {(Path(c.model).stem, c.softcap) for c in grid.expand()}
+        return {(Path(c.model.name).stem, c.softcap) for c in grid.expand()}
 
     assert softcaps(model=f"{gemma},{llama}") == {("gemma", 30.0), ("llama", 0.0)}
     assert softcaps(model=f"{gemma},{llama}", softcap="0") == {("gemma", 0.0), ("llama", 0.0)}

@@ -33,7 +33,7 @@ import torch
 from cebench.core.config import Config
 from cebench.engine.costs import Costs
 from cebench.engine.fake_world import IN_FLIGHT
-from cebench.engine.trace import step_time, time_reason, trace
+from cebench.engine.trace import step_time, trace
 from cebench.engine.tracker import OpTracker
 from cebench.measure.timeline import RECOMPUTE
 from cebench.shims.torch_names import after_backward
@@ -50,7 +50,7 @@ class Anatomy:
     `peak_bytes` on the target and the bytes of each part (`PARTS`) at that peak, which sum
     to it, and `when`: the part of the step the peak falls in ('body forward', 'loss', 'body
     backward', 'optimizer step'); on a named GPU, the step's predicted time (`time_ms`, ms;
-    None where it cannot be predicted, `trace.time_reason`)."""
+    None where it cannot be predicted, `Verdict.time`)."""
 
     config: Config
     peak_bytes: int
@@ -87,7 +87,7 @@ class _Marking(OpTracker):
 
 def anatomy(config: Config) -> Anatomy:
     """The parts of `config`'s predicted training step at its peak (see the module)."""
-    costs = Costs() if time_reason(config) is None else None
+    costs = Costs.of(config)
     marks: dict[str, int] = {}
     traced = trace(config, functools.partial(_Marking, marks), costs=costs)
     timeline = traced.record

@@ -68,7 +68,8 @@ def view(frame: pd.DataFrame) -> pd.DataFrame:
         groups.setdefault(key, []).append(record)
     rows = []
     for group in groups.values():  # plain dicts: a frame's per-group indexing costs ms a group
-        name = variants.baseline(group[0]["workload"])
+        baseline = variants.baseline(group[0]["workload"])
+        name = None if baseline is None else baseline.name
         base = next((r for r in reversed(group) if r["variant"] == name and r["status"] == Status.OK), None)
         base_mem, base_time, base_step, base_predicted = (
             None if base is None else cell_value(base[c])

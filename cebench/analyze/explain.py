@@ -22,13 +22,12 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass
 
-from cebench.core import devices
 from cebench.core.config import ITEMSIZE, Config
 from cebench.core.errors import describe
 from cebench.core.memory import round_up
 from cebench.engine import support
 from cebench.engine.costs import Costs
-from cebench.engine.trace import OpaqueOp, step_time, time_reason, trace
+from cebench.engine.trace import OpaqueOp, step_time, trace
 from cebench.engine.tracker import OpTracker
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
@@ -133,7 +132,7 @@ class Explanation:
 def _kinds(config: Config, timeline: Timeline) -> tuple[str, ...]:
     """The kind of each block of `timeline` (see the module's docstring)."""
     grads = [(n, config.d_model) for n in (config.tokens, config.vocab)]
-    granularity = devices.get(config.device).granularity
+    granularity = config.device.granularity
     grad_bytes = {round_up(n * d * ITEMSIZE[config.dtype], granularity) for n, d in grads}
     start = timeline.backward_start
 
@@ -183,7 +182,7 @@ def explained(config: Config, method: str, base_bytes: int, timeline: Timeline,
 def _record(config: Config) -> tuple[str, int, Timeline]:
     """One real step of `config` on its device, after one warm-up step (a compiled variant
     compiles there): the method, the bytes live before it, its timeline."""
-    device = devices.get(config.device)
+    device = config.device
     recorder = ProfiledStep(device.name, device.granularity)
     x = inputs_mod.make(config)
     step = make_step(recorder.wrap(variants.of(config).build()), x, config)
@@ -202,7 +201,7 @@ def explain(config: Config, meta: bool = False) -> Explanation:
     reason = support.reason(config, predicted=meta)
     if reason:
         raise Unexplainable(reason)
-    costs = Costs() if meta and time_reason(config) is None else None
+    costs = Costs.of(config) if meta else None
     try:
         if meta:
             traced = trace(config, OpTracker, costs=costs)
@@ -256,7 +255,8 @@ def to_json(e: Explanation) -> dict:
     start = t.backward_start
     peak = e.peak_block
     return {
-        "variant": c.variant, "workload": c.workload, "device": c.device, **c.axis_values(), "tokens": c.tokens,
+        "variant": c.value("variant"), "workload": c.workload, "device": c.value("device"), **c.axis_values(),
+        "tokens": c.tokens,
         "method": e.method, "base_bytes": e.base_bytes, "peak_delta_bytes": e.peak_delta_bytes,
         "breakdown_bytes": e.breakdown_bytes, "residue_bytes": e.residue_bytes, "predicted_time_ms": e.time_ms,
         "lower_bound_bytes": c.lower_bound_bytes, "logits_fp32_bytes": c.logits_fp32_bytes,

@@ -19,7 +19,7 @@ import functools
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,11 +27,13 @@ import torch
 from cebench.core import devices
 from cebench.core.axes import BY_NAME, SEMANTICS, semantics_label
 from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
+from cebench.core.devices import Device
 from cebench.core.errors import describe, said
 from cebench.core.guard import user_code
 from cebench.engine import support
 from cebench.losses import inputs, variants
 from cebench.losses.builtin import vendored_chunked_cross_entropy
+from cebench.losses.variants import Variant
 
 # Max-norm relative error allowed per input dtype. fp32: accumulation-order rounding
 # (observed ~1e-7); bf16/fp16: gradients are returned in that dtype (eps 2^-8, 2^-11).
@@ -112,6 +114,9 @@ def settings(given: Mapping[str, str | None] | None = None) -> list[Setting]:
     return out
 
 
+INTERPRETER = "interpreter"  # a check's outcome where Triton's interpreter cannot run it (`LossCheck.skipped`)
+
+
 @dataclass(frozen=True)
 class LossCheck:
     """One variant at one case, dtype and setting: max-norm relative errors of loss, grad
@@ -136,6 +141,11 @@ class LossCheck:
     def shown(self) -> str:
         """The variant as the tables name it: 'liger-kernel', or 'liger-kernel · logits'."""
         return self.variant if self.workload == LOSS else f"{self.variant} · {self.workload}"
+
+    @property
+    def skipped(self) -> bool:
+        """Whether it did not run: Triton's interpreter cannot run it (neither passed nor failed)."""
+        return self.outcome == INTERPRETER
 
 
 @dataclass(frozen=True)
@@ -168,19 +178,18 @@ class SamplerCheck:
 _BUILT: dict[str, Callable[..., torch.Tensor]] = {}
 
 
-def _form(variant: str, workload: str | None = None) -> variants.Variant:
+def _form(variant: Variant, workload: str | None = None) -> Variant:
     """The variant as it runs on `workload` (None: its own; else one it has, its logits form say)."""
-    v = variants.get(variant)
-    return v if workload in (None, v.workload) else v.on(workload)
+    return variant if workload in (None, variant.workload) else variant.on(workload)
 
 
-def _built(variant: str, workload: str | None = None) -> Callable[..., torch.Tensor]:
+def _built(variant: Variant, workload: str | None = None) -> Callable[..., torch.Tensor]:
     """The variant's callable on `workload` (None: its own; else one it has, its logits form
     say), built once per process: a compiled variant then compiles a handful of times for all
     cases and dtypes instead of once for each."""
     form = _form(variant, workload)
     # by the registered object too: a test may register another variant under a name again
-    key = f"{variant}:{form.workload}:{id(variants.get(variant))}"
+    key = f"{variant.name}:{form.workload}:{id(variant)}"
     if key not in _BUILT:
         _BUILT[key] = form.build(fresh=False)
     return _BUILT[key]
@@ -271,14 +280,14 @@ def _reference(workload: str) -> Callable[..., torch.Tensor]:
     return reference if workload == LOSS else reference_of_logits
 
 
-def _inputs(case: LossCase, dtype: str, setting: Setting, device: str = "cpu",
+def _inputs(variant: Variant, case: LossCase, dtype: str, setting: Setting, device: Device,
             workload: str = LOSS) -> tuple[Config, inputs.Inputs]:
-    """The case's inputs at `dtype` on `device` (fixed seed), h scaled so the logits' std is
-    about `LOGIT_STD` (on the logits workload `h` is the logits, of that std already); with
-    `all_ignored`, every target padding."""
+    """`variant`'s point at the case, `dtype` and `setting`, and its inputs on `device` (fixed
+    seed), h scaled so the logits' std is about `LOGIT_STD` (on the logits workload `h` is the
+    logits, of that std already); with `all_ignored`, every target padding."""
     semantics = setting.semantics
     d_model = case.d_model if workload == LOSS else 0
-    config = Config(variant="dense", workload=workload, device=device, dtype=dtype, batch=case.tokens, context=1,
+    config = Config(variant=variant, workload=workload, device=device, dtype=dtype, batch=case.tokens, context=1,
                     vocab=case.vocab, d_model=d_model, ce_chunk=case.ce_chunk, **semantics)
     x = inputs.make(config)
     scale = LOGIT_STD * math.sqrt(case.d_model) if workload == LOSS else LOGIT_STD
@@ -332,48 +341,56 @@ def _diagnose(got: Outcome, x: inputs.Inputs, case: LossCase, setting: Setting, 
     return ""
 
 
-def verify_loss(variant: str, case: LossCase, dtype: str, setting: Setting = OFF, device: str = "cpu",
-                workload: str = LOSS) -> LossCheck:
-    """`variant` at one case, dtype and setting on `device` (a kind: 'cpu', 'cuda') against
-    the float64 reference, computed there too (see the module's docstring); on `workload`
-    LOGITS its form on given logits (the case's vocab wide; its d_model unused)."""
+def verify_loss(variant: Variant | str, case: LossCase, dtype: str, setting: Setting = OFF,
+                device: Device | str = "cpu", workload: str = LOSS) -> LossCheck:
+    """`variant` (or the one its name names) at one case, dtype and setting on `device` (a
+    kind: 'cpu', 'cuda') against the float64 reference, computed there too (see the module's
+    docstring); on `workload` LOGITS its form on given logits (the case's vocab wide; its
+    d_model unused)."""
+    variant, device = _resolved(variant, device)
     tol = TOLERANCE[dtype]
-    config, x = _inputs(case, dtype, setting, device, workload)
-    lacking = support.reason(replace(config, variant=variant))
+    config, x = _inputs(variant, case, dtype, setting, device, workload)
+    lacking = support.reason(config)
     if lacking:
-        return LossCheck(variant, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True,
+        return LossCheck(variant.name, case, dtype, {}, tol, None, lacking, setting, "unsupported", unsupported=True,
                          workload=workload)
     assert x.upstream is not None
-    with user_code(variant, "variant"):  # its exits (a peer's package exiting while imported) are one line
+    with user_code(variant.name, "variant"):  # its exits (a peer's package exiting while imported) are one line
         got = _run(_built(variant, workload), x.h, x.weight, x.targets, case.ce_chunk, config.features, x.upstream)
-    check = functools.partial(LossCheck, workload=workload)
+    check = functools.partial(LossCheck, variant.name, workload=workload)
     if not case.edge and case.tokens and bool((x.targets == inputs.IGNORE_INDEX).all()):  # --ignore-frac near 1
         note = f"every target ignored ({_finding(got)}): no mean to compare, as in the edge cases"
-        return check(variant, case, dtype, {}, tol, None, note, setting, NO_TARGET)
+        return check(case, dtype, {}, tol, None, note, setting, NO_TARGET)
     if case.edge:
         outcome = _finding(got)
         if case.tokens == 0 and _form(variant, workload).load() is vendored_chunked_cross_entropy:
             zero = got.loss is not None and got.loss.numel() == 1 and got.loss.item() == 0.0
             note = "0.0 for no rows: its own convention (torch's mean over no targets is NaN)"
-            return check(variant, case, dtype, {}, tol, zero, note, setting, outcome)
-        return check(variant, case, dtype, {}, tol, None, "", setting, outcome)
-    if got.interpreter and device in variants.get(variant).interpreted_on:  # a limit of the interpreter, not a finding
-        return check(variant, case, dtype, {}, tol, None, f"Triton's interpreter cannot run it: {got.raised}",
-                         setting, "interpreter", unsupported=True)
+            return check(case, dtype, {}, tol, zero, note, setting, outcome)
+        return check(case, dtype, {}, tol, None, "", setting, outcome)
+    if got.interpreter and device.kind in variant.interpreted_on:  # a limit of the interpreter, not a finding
+        return check(case, dtype, {}, tol, None, f"Triton's interpreter cannot run it: {got.raised}",
+                     setting, INTERPRETER, unsupported=True)
     if got.raised:
-        return check(variant, case, dtype, {}, tol, False, got.raised, setting, "error")
+        return check(case, dtype, {}, tol, False, got.raised, setting, "error")
     want = _run(_reference(workload), x.h.double(), x.weight.double(), x.targets, case.ce_chunk, config.features,
                 x.upstream.double())
     errors = _errors(got, want, workload)
     passed = max(errors.values()) <= tol
     note = "; ".join(filter(None, ["" if passed else _diagnose(got, x, case, setting, tol, workload),
                                    f"warned {got.warned}" if got.warned else ""]))
-    return check(variant, case, dtype, errors, tol, passed, note, setting, warned=got.warned)
+    return check(case, dtype, errors, tol, passed, note, setting, warned=got.warned)
 
 
-def _draw(variant: str, h: torch.Tensor, w: torch.Tensor, case: SampleCase) -> torch.Tensor:
+def _resolved(variant: Variant | str, device: Device | str) -> tuple[Variant, Device]:
+    """`variant` and `device`, or those their names name (where a caller's names enter)."""
+    return (variant if isinstance(variant, Variant) else variants.resolve(variant),
+            device if isinstance(device, Device) else devices.get(device))
+
+
+def _draw(variant: Variant, h: torch.Tensor, w: torch.Tensor, case: SampleCase) -> torch.Tensor:
     torch.manual_seed(SEED)
-    with torch.no_grad(), user_code(variant, "variant"):
+    with torch.no_grad(), user_code(variant.name, "variant"):
         return _built(variant)(h, w, case.temperature, case.ce_chunk)
 
 
@@ -383,16 +400,18 @@ def chi_square_p_value(statistic: float, dof: int) -> float:
                                    torch.tensor(statistic / 2, dtype=torch.float64)).item()
 
 
-def verify_sampler(variant: str, case: SampleCase, device: str = "cpu") -> SamplerCheck:
-    """Pearson chi-square of the draws on `device` against softmax(logits / T), pooled over
-    the groups (degrees of freedom: groups × (vocab − 1)); the same inputs on every device."""
+def verify_sampler(variant: Variant | str, case: SampleCase, device: Device | str = "cpu") -> SamplerCheck:
+    """Pearson chi-square of `variant`'s draws (or those of the one its name names) on `device`
+    against softmax(logits / T), pooled over the groups (degrees of freedom: groups × (vocab −
+    1)); the same inputs on every device."""
+    variant, device = _resolved(variant, device)
     gen = torch.Generator().manual_seed(SEED)
     std = 1 / math.sqrt(case.d_model)
     # Logits of std ~2: at vocab 16 probabilities from ~0.3 down to ~0.003, far from flat.
     distinct = torch.randn(case.groups, case.d_model, generator=gen) * std * 2
     w = torch.randn(case.vocab, case.d_model, generator=gen) * std * 2
     group = torch.arange(case.rows) % case.groups
-    h, w_on = distinct[group].to(device), w.to(device)
+    h, w_on = distinct[group].to(device.name), w.to(device.name)
     tokens = _draw(variant, h, w_on, case).cpu()
     probs = torch.softmax((distinct.double() @ w.double().T) / case.temperature, dim=-1)
     observed = torch.zeros(case.groups, case.vocab, dtype=torch.float64)
@@ -405,27 +424,26 @@ def verify_sampler(variant: str, case: SampleCase, device: str = "cpu") -> Sampl
     if expected.min().item() < 5:
         notes.append(f"smallest expected count {expected.min().item():.1f} < 5: χ² is loose, raise --draws")
     baseline = variants.baseline(SAMPLE)
-    if baseline is not None and variant != baseline:
+    if baseline is not None and variant is not baseline:
         same = (tokens == _draw(baseline, h, w_on, case).cpu()).double().mean().item()
-        notes.append(f"{same:.1%} of draws equal {baseline}'s under the same seed")
-    return SamplerCheck(variant, case, statistic, dof, p, p >= P_VALUE_FLOOR, "; ".join(notes))
+        notes.append(f"{same:.1%} of draws equal {baseline.name}'s under the same seed")
+    return SamplerCheck(variant.name, case, statistic, dof, p, p >= P_VALUE_FLOOR, "; ".join(notes))
 
 
-def run_all(names: list[str], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,),
-            device: str = "cpu", workloads: Iterable[str] = WORKLOADS,
+def run_all(chosen: Iterable[Variant], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,),
+            device: Device = devices.HOST, workloads: Iterable[str] = WORKLOADS,
             ) -> tuple[list[LossCheck], list[SamplerCheck], dict[str, str]]:
-    """Every check on `device` (a kind, available here; default the CPU) for the named
-    variants that run there, on each of `workloads` they have: loss variants (and their
-    forms on given logits) at each setting of `matrix`, case (edge cases with every
-    semantics off) and dtype, samplers once each; and the variants that cannot run there,
-    with why."""
-    skipped = {n: r for n in names if (r := support.variant_reason(n, devices.get(device)))}
-    names = [n for n in names if n not in skipped]
-    variants.smoke_test(names, device)
+    """Every check on `device` (available here; default the CPU) for the `chosen` variants
+    that run there, on each of `workloads` they have: loss variants (and their forms on given
+    logits) at each setting of `matrix`, case (edge cases with every semantics off) and dtype,
+    samplers once each; and the variants that cannot run there, with why (name → reason)."""
+    skipped = {v.name: r for v in chosen if (r := support.variant_reason(v, device))}
+    runnable = [v for v in chosen if v.name not in skipped]
+    variants.smoke_test(runnable, device)
     matrix = list(matrix)
-    loss_checks = [verify_loss(n, case, d, setting, device, w) for w in (LOSS, LOGITS) if w in workloads
-                   for n in names if w in variants.get(n).workloads and variants.get(n).workload == LOSS
+    loss_checks = [verify_loss(v, case, d, setting, device, w) for w in (LOSS, LOGITS) if w in workloads
+                   for v in runnable if w in v.workloads and v.workload == LOSS
                    for d in dtypes for setting in matrix for case in LOSS_CASES if setting == OFF or not case.edge]
-    sampler_checks = [verify_sampler(n, sample, device) for n in names
-                      if variants.get(n).workload == SAMPLE and SAMPLE in workloads]
+    sampler_checks = [verify_sampler(v, sample, device) for v in runnable
+                      if v.workload == SAMPLE and SAMPLE in workloads]
     return loss_checks, sampler_checks, skipped

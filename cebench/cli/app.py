@@ -44,7 +44,7 @@ def _complete_help(command: TyperCommand | TyperGroup, ctx: typer.Context) -> No
         text = getattr(param, "help", None)  # an option's (an argument has none)
         if text:  # by name: not a user's `file.py:fn` resolved earlier in this process (given by its path)
             named = [n for n in variants.names() if ":" not in n]
-            loss = ", ".join(n for n in variants.names(LOSS) if n in named and not variants.get(n).compiles)
+            loss = ", ".join(v.name for v in variants.listed(LOSS) if v.name in named and not v.compiles)
             param.help = text.replace(VARIANTS, ", ".join(named)).replace(LOSS_VARIANTS, loss)  # type: ignore[attr-defined]
 
 

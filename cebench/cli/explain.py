@@ -55,7 +55,6 @@ def check_out(path: Path) -> None:
 def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path: Path | None, as_json: bool,
                     wide: bool, columns: str | None, unit: str | None) -> None:
     """`explain --model`'s output: the parts table and the bar figure, or the JSON document."""
-    from dataclasses import asdict
 
     from cebench.render.anatomy_plot import save
 
@@ -64,7 +63,7 @@ def _show_anatomies(anatomies: list[Anatomy], skipped: dict[str, str], out_path:
         from cebench.core.version import __version__
 
         typer.echo(json.dumps({"cebench_version": __version__, "figure": None if path is None else str(path),
-                               "anatomies": [{**asdict(a.config), "peak_bytes": a.peak_bytes, "parts": a.parts,
+                               "anatomies": [{**a.config.plain(), "peak_bytes": a.peak_bytes, "parts": a.parts,
                                               "peak_in": a.when, "predicted_time_ms": a.time_ms} for a in anatomies],
                                "not_explained": skipped}, indent=2))
         return

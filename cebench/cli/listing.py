@@ -27,11 +27,11 @@ def list_variants(
     Any name with -compiled appended is its torch.compile'd twin; a user's function is
     named module:function or file.py:function (see the README, "Bring your own loss").
     """
-    device = devices.target(devices.one_name(device, target, "device", "target", "auto"), here=True).name
-    for name in variants.names(None):
-        v = variants.get(name)
-        reason = support.variant_reason(name, devices.get(device), imported=True)
-        head = Text(name, style="bold")
+    chosen = devices.target(devices.one_name(device, target, "device", "target", "auto"), here=True)
+    device = chosen.name
+    for v in variants.listed(installed=True):
+        reason = support.variant_reason(v, chosen, imported=True)
+        head = Text(v.name, style="bold")
         head.append(f"  {', '.join(v.workloads)} · {'chunked' if v.chunked else 'not chunked'} · runs on "
                     f"{', '.join(v.devices)} · {v.origin}", style="")
         out.print(head, highlight=False)

@@ -30,7 +30,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def per_device(attribute: str) -> str:
     """'cpu 4; cuda 20': a device setting's default on each kind of device, for --help."""
-    return "; ".join(f"{name} {getattr(devices.get(name), attribute)}" for name in devices.DEVICES)
+    return "; ".join(f"{d} {getattr(d, attribute)}" for d in devices.KINDS)
 
 
 def with_axes(*, skip: tuple[str, ...] = (), single: tuple[str, ...] = (),

@@ -74,7 +74,7 @@ _Isolate = Annotated[bool | None, typer.Option(
     "--isolate/--no-isolate", show_default=False,
     help="Measure each point in a fresh process: a crash, a hang or a poisoned CUDA context becomes a row and the next "
          "point starts clean. Default: " + ", ".join(
-             f"{'on' if devices.get(n).isolate_by_default else 'off'} for {n}" for n in devices.DEVICES) + ".")]
+             f"{'on' if d.isolate_by_default else 'off'} for {d}" for d in devices.KINDS) + ".")]
 _PointTimeout = Annotated[float | None, typer.Option(  # the sweep's: a point killed (options.PointTimeout: a build)
     "--point-timeout", metavar="SECONDS", show_default=False,
     help="With --isolate (which it turns on): a point still running after this long, process start-up included, is "

@@ -25,7 +25,6 @@ from cebench.render.verify import (
     reference_note,
     sampler_table,
     shown_table,
-    skipped,
     skips_text,
 )
 
@@ -86,7 +85,7 @@ def verify(
         verified = api.verify(variant=variant, workload=workload, device=device, dtype=ctx.params["dtype"],
                               temperature=temperature, vocab=vocab, draws=draws, ce_chunk=ce_chunk, **semantics)
     loss_checks, sampler_checks = verified.losses, verified.samplers
-    here = "this CPU" if devices.get(verified.device).is_host else "this GPU"
+    here = "this CPU" if verified.device.is_host else "this GPU"
     for name, reason in verified.skipped.items():
         out.print(f"not checked (cannot run on {here}): {name}: {reason}", style="yellow", highlight=False)
     if loss_checks:
@@ -102,9 +101,7 @@ def verify(
     if sampler_checks:
         print_table(sampler_table(sampler_checks), wide, columns)
     verdicts = [c.passed for c in loss_checks] + [c.passed for c in sampler_checks]
-    failed = verdicts.count(False)
-    skips = [c for c in loss_checks if skipped(c)]
-    asked = [c for c in skips if any(k in semantics for k, _ in c.setting.values)]  # an option given
+    failed, skips, asked = verified.failed, verified.skips, verified.unverified
     if failed:
         out.print(f"{failed} of {len(verdicts) - verdicts.count(None)} applicable checks failed: "
                   f"{failures_text(loss_checks, sampler_checks)}", style="bold red", highlight=False)
@@ -119,5 +116,5 @@ def verify(
         flags = ", ".join(dict.fromkeys(BY_NAME[k].flag for c in asked for k, _ in c.setting.values))
         out.print(f"not verified: {skips_text(asked)}, asked for with {flags}, was skipped", style="bold red",
                   highlight=False)
-    if failed or asked:
+    if not verified.passed:
         raise typer.Exit(1)

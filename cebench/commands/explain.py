@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from cebench.commands import arguments
 from cebench.commands.predict import one_value, warn_user_code
+from cebench.core import devices
 from cebench.core.axes import BY_NAME, NO_MODEL
-from cebench.core.config import LOSS
+from cebench.core.config import LOSS, Config
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import time_limit, user_code
 from cebench.losses import variants
@@ -55,8 +56,6 @@ def explain(*, device: str | None = None, meta: bool = False, target: str | None
 
 
 def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str, Any]) -> Explained:
-    from cebench.core import devices
-
     if device is not None and target is not None:
         raise UsageError("give the device once (--device; --target is another name for it)", "target")
     param = "target" if target is not None else "device"
@@ -64,28 +63,32 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
     if name.strip().lower() != "auto":  # checked before the grid; 'auto' resolved after it (torch looks for a GPU)
         devices.target(name, auto=True, param=param)
     options = GridOptions(**{**grid, "variant": grid.get("variant") or EXPLAIN_VARIANTS, "workload": LOSS})
-    one_value(options.given(batch=options.axes.get("batch") or "1").grid("cpu"), "explain")  # before torch
-    device = devices.target(name, auto=True, param=param).name
-    meta = meta or devices.get(device).is_target or not devices.get(device).available()
+    one_value(options.given(batch=options.axes.get("batch") or "1").grid(devices.HOST), "explain")  # before torch
+    here = devices.target(name, auto=True, param=param)
+    meta = meta or here.is_target or not here.available()
     if options.axes.get("batch") is None:
-        options = options.given(batch=str(max(BY_NAME["batch"].default(devices.get(device).kind))))
-    points = options.grid(device)
+        options = options.given(batch=str(max(BY_NAME["batch"].default(here.kind))))
+    points = options.grid(here)
     if points.model[0] != NO_MODEL:
         return _anatomies(points)
 
     from cebench.analyze.explain import Unexplainable
     from cebench.analyze.explain import explain as explain_point
 
-    variants.smoke_test(points.variants, "cpu" if meta else device)
+    variants.smoke_test(points.variants, devices.HOST if meta else here)
     done, skipped = [], {}
     for point in points.expand():
-        label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
         try:
-            with user_code(point.variant, "variant"):  # measured: its step runs here
+            with user_code(point.variant.name, "variant"):  # measured: its step runs here
                 done.append(explain_point(point, meta))
         except Unexplainable as exc:
-            skipped[label] = str(exc)
+            skipped[_label(point)] = str(exc)
     return Explained(done, skipped, meta)
+
+
+def _label(point: Config) -> str:
+    """'chunked ce_chunk=256': a point as the answer names one it could not explain."""
+    return point.variant.name if point.ce_chunk is None else f"{point.variant.name} ce_chunk={point.ce_chunk}"
 
 
 def _anatomies(points: Any) -> Explained:
@@ -93,20 +96,18 @@ def _anatomies(points: Any) -> Explained:
     from cebench.analyze.anatomy import anatomy
     from cebench.engine import support
     from cebench.engine.fake_world import session
-    from cebench.engine.points import unpredictable
 
-    variants.smoke_test(points.variants, "cpu")
+    variants.smoke_test(points.variants, devices.HOST)
     done, skipped = [], {}
     with session():  # the points' sharded steps share their fake world and models
         for point in points.expand():
-            label = point.variant if point.ce_chunk is None else f"{point.variant} ce_chunk={point.ce_chunk}"
-            # what cannot be predicted (its loss alone, or its step's settings) cannot be taken apart
-            why = unpredictable(point) or support.reason(point, predicted=True)
+            # what cannot be predicted (its step's settings, or its loss alone) cannot be taken apart
+            why = support.reason(point, predicted=True)
             if why is None:
                 try:
                     done.append(anatomy(point))
                 except Exception as exc:  # a model's body that cannot be traced on meta (a custom op, say)
                     why = describe(exc)
             if why is not None:
-                skipped[label] = why
+                skipped[_label(point)] = why
     return Explained([], skipped, True, done)

@@ -16,7 +16,6 @@ from cebench.core.axes import AXES, STEP_SETTINGS
 from cebench.core.config import LOSS, Settings
 from cebench.core.errors import InputWarning, UsageError, describe
 from cebench.core.guard import time_limit
-from cebench.core.memory import BYTES_LIMIT
 from cebench.losses import variants
 from cebench.run.grid import GridOptions
 
@@ -39,7 +38,7 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
     the point."""
     from cebench.core import devices
 
-    device = devices.target(arguments.name(target, "target"), param="target").name
+    device = devices.target(arguments.name(target, "target"), param="target")
     out = None if out is None else arguments.path(out, "out")
     seconds = arguments.seconds(point_timeout)
     with time_limit(seconds):  # a user's build (resolved with the grid), smoke test and traces
@@ -52,7 +51,7 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
         from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
         if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
             one_kind(read_rows(out, warn=False), predictions=True)  # and one of measurements
-        variants.smoke_test(points.variants, "cpu")  # a user's variant keeps the contract, on a tiny CPU problem
+        variants.smoke_test(points.variants, devices.HOST)  # a user's variant keeps the contract, on a tiny problem
         expanded = points.expand()
         warn_meta_work(expanded, "predict")
         rows = []
@@ -142,49 +141,48 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
          grid: dict[str, Any]) -> Fitted:
     from cebench.core import devices
 
-    device = devices.target(target, param="target").name
+    device = devices.target(target, param="target")
     if max_batch < 1:
         raise UsageError("must be at least 1", "max_batch")
     if budget is None:
-        budget = devices.get(device).capacity_bytes
+        budget = device.capacity_bytes
         if budget is None:
-            raise UsageError(f"is needed for target {device} (a named GPU, see cebench targets, has its own)",
+            raise UsageError(f"is needed for target {device.name} (a named GPU, see cebench targets, has its own)",
                              "budget")
     if measure:
-        devices.target(device, here=True, param="target")  # the target must be here to measure on it
+        devices.target(target, here=True, param="target")  # the target must be here to measure on it
     grid, context_from = _own_context(grid)
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
     # torch and pandas, once the arguments are checked: a usage error is one line at once
+    from cebench.engine import support
     from cebench.engine.fake_world import session
     from cebench.engine.points import fit as fit_point
     from cebench.engine.points import predict as predict_point
-    from cebench.engine.points import unpredictable
     from cebench.models.training import loss_alone
     from cebench.store.files import ResultWriter, check_out, one_kind, read_rows
 
     if out is not None and check_out(out) is not None:  # a foreign or unwritable CSV is refused first
         one_kind(read_rows(out, warn=False), predictions=True)
     if grid.get("variant") is None:  # compiled ones when named: each batch a fit asks of one compiles it again
-        candidates = replace(candidates, variants=tuple(n for n in candidates.variants
-                                                        if not variants.get(n).compiles))
+        candidates = replace(candidates, variants=tuple(v for v in candidates.variants if not v.compiles))
     one_value(candidates, "fit", lists=STEP_SETTINGS)
-    if max_batch * candidates.context[0] * candidates.vocab[0] * 4 >= BYTES_LIMIT:
+    if support.too_large(max_batch, candidates.context[0], candidates.vocab[0], candidates.d_model[0]):
         raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "
                          "than any machine holds", "max_batch")
-    variants.smoke_test(candidates.variants, "cpu")
+    variants.smoke_test(candidates.variants, devices.HOST)
     several = tuple(n for n in STEP_SETTINGS if len(getattr(candidates, n, ())) > 1)
 
     def named(point: Config) -> str:  # the variant, and the step's settings that take several values
-        return " · ".join([point.variant, *(f"{n} {getattr(point, n)}" for n in several)])
+        return " · ".join([point.variant.name, *(f"{n} {point.value(n)}" for n in several)])
 
     points, skipped = [], {}
     for point in candidates.expand():
-        why = unpredictable(point)
-        if why is None:
+        refused = support.verdict(point).predict
+        if refused is not None and refused.loss:  # its loss alone cannot be predicted: passed over, said why
+            skipped[named(point)] = refused.reason
+        else:  # a point its step refuses is answered unsupported, saying why (`points.fit`)
             points.append(point)
-        else:
-            skipped[named(point)] = why
     if not points:
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant here can be predicted ({name}: {why})", "variant")
@@ -217,7 +215,7 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
 
         settings = Settings(warmup=1, repeats=1)
         child = Child(specs=options.specs, device=device)
-        one = (isolated(child, settings, POINT_TIMEOUT_S) if devices.get(device).isolate_by_default
+        one = (isolated(child, settings, POINT_TIMEOUT_S) if device.isolate_by_default
                else functools.partial(run, settings=settings))
         measured = {i: one(replace(f.config, batch=f.batch)) for i, f in enumerate(fits) if f.batch}
     if out is not None:

@@ -16,13 +16,13 @@ from typing import Any
 
 from cebench.commands import arguments
 from cebench.core import devices
-from cebench.core.axes import AXES, NO_MODEL
+from cebench.core.axes import AXES
 from cebench.core.config import Config, Settings
 from cebench.core.errors import InputWarning, UsageError
 from cebench.core.guard import time_limit, user_code
 from cebench.core.shard import Shard, from_env, parse
 from cebench.losses import variants
-from cebench.models.model import resolve_model
+from cebench.models import model as model_mod
 from cebench.run import plan as plan_mod
 from cebench.run import shard as shard_mod
 from cebench.run.grid import Grid, GridOptions
@@ -104,8 +104,7 @@ class Sweep:
         _set_threads(threads)
         self.threads = threads
         self.device_index = self._take_gpu(environ)
-        self.child = Child(specs=options.specs, threads=threads, device=self.device.name,
-                           device_index=self.device_index)
+        self.child = Child(specs=options.specs, threads=threads, device=self.device, device_index=self.device_index)
         everything = grid.expand()
         self.grid_id = plan_mod.grid_id(everything)
         self.grid, self.unsupported = grid.runnable(smoke=False)
@@ -115,7 +114,7 @@ class Sweep:
             why = "; ".join(f"{name}: {reason}" for name, reason in self.unsupported.items())
             raise UsageError(f"no variant of the sweep can run on {self.device.name} here ({why})", "variant")
         self.plan: Plan = plan_mod.make(everything, self.shard, done, self.settings.warmup, self.settings.repeats)
-        self.points: list[Config] = [p for p in self.plan.points if p.variant not in self.unsupported]
+        self.points: list[Config] = [p for p in self.plan.points if p.variant.name not in self.unsupported]
         self.warnings: list[str] = []  # what opening the CSV found (a cut-off row, an older header)
         self.written: list[Result] = []
         self._writer: ResultWriter | None = None
@@ -159,21 +158,21 @@ class Sweep:
         if self.isolate:
             from cebench.run.runner import smoke_test_isolated
 
-            return smoke_test_isolated(self.grid.variants, self.device.name, self.child, self.timeout_s)
-        for name in variants.untrusted(self.grid.variants, self.device.name):
-            with _in_process(name):
-                variants.smoke_test((name,), self.device.name)
+            return smoke_test_isolated(self.grid.variants, self.device, self.child, self.timeout_s)
+        for variant in variants.untrusted(self.grid.variants, self.device):
+            with _in_process(variant.name):
+                variants.smoke_test((variant,), self.device)
         return {}
 
     def unbounded(self) -> list[str]:
         """The users' variants and model builds whose points run in this process, where nothing
-        bounds their time (a hang hangs the sweep): none when the sweep isolates its points (a
-        sharded point's ranks are bounded processes of their own)."""
+        bounds their time (a hang hangs the sweep), by name: none when the sweep isolates its
+        points (a sharded point's ranks are bounded processes of their own)."""
         if self.isolate:
             return []
         here = [p for p in self.points if not p.world.sharded]
-        builds = [m for m in dict.fromkeys(p.model for p in here) if m != NO_MODEL and resolve_model(m).spec is None]
-        return variants.untrusted(dict.fromkeys(p.variant for p in here), self.device.name) + builds
+        builds = [m.name for m in dict.fromkeys(model_mod.of(p) for p in here if p.has_model) if m.spec is None]
+        return [v.name for v in variants.untrusted(dict.fromkeys(map(variants.own, here)), self.device)] + builds
 
     def estimate(self) -> Estimate | None:
         """A floor on the time the points take (`Estimate`), from the rate a square matmul of
@@ -184,13 +183,13 @@ class Sweep:
         dtypes = dict.fromkeys(p.dtype for p in self.points)
         for dtype in dtypes:
             if not self.isolate:
-                rates[dtype] = plan_mod.matmul_rate(self.device.name, dtype)
-            elif (outcome := isolate_mod.call(plan_mod.matmul_rate, (self.device.name, dtype), self.child,
+                rates[dtype] = plan_mod.matmul_rate(self.device, dtype)
+            elif (outcome := isolate_mod.call(plan_mod.matmul_rate, (self.device, dtype), self.child,
                                               RATE_TIMEOUT_S)).value:
                 rates[dtype] = outcome.value
         if not self.points or len(rates) < len(dtypes):
             return None
-        compiled = sum(variants.get(p.variant).compiles for p in self.points)
+        compiled = sum(variants.own(p).compiles for p in self.points)
         return Estimate(plan_mod.estimate_s(self.points, self.settings.warmup, self.settings.repeats, rates), rates,
                         compiled)
 
@@ -229,7 +228,7 @@ class Sweep:
                 if self.isolate:
                     result = measure(point)
                 else:
-                    with _in_process(point.variant):
+                    with _in_process(point.variant.name):
                         result = measure(point)
                 result.shard = self.shard.label if self.shard else ""
                 result.grid = self.grid_id

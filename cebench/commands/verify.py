@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cebench.core import devices
 from cebench.core.axes import BY_NAME
 from cebench.core.config import SAMPLE
 from cebench.core.config import WORKLOADS as ALL_WORKLOADS
+from cebench.core.devices import Device
 from cebench.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -19,17 +21,37 @@ if TYPE_CHECKING:
 class Verified:
     """`verify`'s answer: the loss checks (the parity matrix: variant × setting × dtype ×
     case), the sampler checks, the variants that cannot run on `device` (name → why), the
-    settings checked, in order, and the device they ran on. `passed`: no check failed."""
+    settings checked, in order, the device they ran on, and the loss semantics asked for
+    (`asked`: the axes whose values were given). A check Triton's interpreter cannot run is
+    skipped (`LossCheck.skipped`), neither passed nor failed; one of a setting asked for is
+    `unverified`. `passed`: no check failed and none asked for was skipped (what `cebench
+    verify`'s exit status says)."""
 
     losses: list[LossCheck]
     samplers: list[SamplerCheck]
     skipped: Mapping[str, str]
     settings: list[Setting] = field(default_factory=list)
-    device: str = "cpu"
+    device: Device = devices.HOST
+    asked: frozenset[str] = frozenset()
+
+    @property
+    def failed(self) -> int:
+        """How many checks failed."""
+        return sum(c.passed is False for c in self.losses) + sum(c.passed is False for c in self.samplers)
+
+    @property
+    def skips(self) -> list[LossCheck]:
+        """The checks that did not run (`LossCheck.skipped`)."""
+        return [c for c in self.losses if c.skipped]
+
+    @property
+    def unverified(self) -> list[LossCheck]:
+        """The skipped checks of a setting asked for: what was asked was not verified."""
+        return [c for c in self.skips if any(name in self.asked for name, _ in c.setting.values)]
 
     @property
     def passed(self) -> bool:
-        return all(c.passed is not False for c in self.losses) and all(c.passed is not False for c in self.samplers)
+        return not self.failed and not self.unverified
 
 
 SAMPLER_LOGITS = 2**30  # draws × vocab: the dense sampler holds them as fp32 logits (4 GiB) on this machine
@@ -49,9 +71,7 @@ def verify(*, variant: str | None = None, workload: str | None = None, device: s
     comma-separated (default: loss and sample, each variant on its own)."""
     from cebench.analyze.verify import WORKLOADS, SampleCase, run_all, settings
     from cebench.commands import arguments
-    from cebench.core import devices
     from cebench.core.axes import SEMANTICS, parse_dtypes, parse_vocab
-    from cebench.losses import variants
     from cebench.run.grid import check_temperature, option_text, parse_names, select_variants
 
     unknown = sorted(set(semantics) - {a.name for a in SEMANTICS})
@@ -60,13 +80,13 @@ def verify(*, variant: str | None = None, workload: str | None = None, device: s
     matrix = settings({k: option_text(v) for k, v in semantics.items()})
 
     chosen = parse_names(workload, list(ALL_WORKLOADS), "workload") if workload is not None else WORKLOADS
-    names = list(select_variants(variant, ",".join(chosen)))
-    kind = devices.target(arguments.name(device, "device"), here=True).kind
-    dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(kind))
+    checked = select_variants(variant, ",".join(chosen))
+    here = devices.target(arguments.name(device, "device"), here=True)
+    dtypes = list(parse_dtypes(dtype)) if dtype is not None else list(BY_NAME["dtype"].default(here.kind))
     parse_vocab(str(vocab), "vocab")
     if draws < 100:
         raise UsageError("at least 100 draws are needed for a chi-square test", "draws")
-    if draws * vocab > SAMPLER_LOGITS and any(variants.get(n).workload == SAMPLE for n in names):
+    if draws * vocab > SAMPLER_LOGITS and any(v.workload == SAMPLE for v in checked):
         raise UsageError(f"{draws:,} draws × vocab {vocab:,} is {draws * vocab:,} logits, beyond the "
                          f"{SAMPLER_LOGITS:,} ({SAMPLER_LOGITS * 4 // 2**30} GiB of fp32) the samplers' test holds "
                          "here: fewer draws or a smaller --vocab", "draws")
@@ -75,5 +95,5 @@ def verify(*, variant: str | None = None, workload: str | None = None, device: s
     check_temperature(temperature)
     sample = SampleCase(rows=draws, vocab=vocab, ce_chunk=ce_chunk, temperature=temperature)
     asked = {} if workload is None else {"workloads": chosen}  # else run_all's own default
-    losses, samplers, skipped = run_all(names, dtypes, sample, matrix, kind, **asked)
-    return Verified(losses, samplers, skipped, matrix, kind)
+    losses, samplers, skipped = run_all(checked, dtypes, sample, matrix, here, **asked)
+    return Verified(losses, samplers, skipped, matrix, here, frozenset(semantics))

@@ -2,13 +2,18 @@
 
 `Config`'s fields are the axes' (`cebench.core.axes.AXES`): built at run time with
 `make_dataclass`, and written out as a class for type checkers in the generated block below
-(`make types`). Imports torch only when a `torch.dtype` is asked for,
-so that the command line can parse and check options without importing torch.
+(`make types`). A point holds its device, its variant and its model resolved (`RESOLVED`): a
+name given for one is resolved once, when the point is made, and the engine, the runner and
+the renderers read the objects, never the names again; `value` gives a field's plain value
+(a name) for a CSV or a document. Imports torch only when a `torch.dtype` is asked for, so
+that the command line can parse and check options without importing torch.
 """
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, make_dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from cebench.core import generated
 from cebench.core.axes import (
@@ -27,10 +32,13 @@ from cebench.core.axes import (
     Reduction,
     YesNo,
 )
+from cebench.core.devices import Device
+from cebench.core.named import ByName, Named
 from cebench.core.world import World
 
-__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOGITS", "LOSS", "SAMPLE", "WORKLOADS", "Checkpointing",
-           "Compile", "Config", "Grads", "Optimizer", "Reduction", "Settings", "YesNo", "torch_dtype"]
+__all__ = ["AXES", "DTYPE_ALIASES", "DTYPES", "ITEMSIZE", "LOGITS", "LOSS", "RESOLVED", "SAMPLE", "WORKLOADS",
+           "Checkpointing", "Compile", "Config", "Grads", "Named", "Optimizer", "Reduction", "Settings", "YesNo",
+           "torch_dtype"]
 
 if TYPE_CHECKING:
     import torch
@@ -59,6 +67,47 @@ class Settings:
     repeats: int
 
 
+@dataclass(frozen=True, eq=False)
+class Alone(ByName):
+    """The model a point of the loss alone holds (`ALONE`): none, named `NO_MODEL`."""
+
+    name: str = NO_MODEL
+
+    def __repr__(self) -> str:
+        return "ALONE"
+
+
+ALONE = Alone()
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A field a point holds resolved: its type (source, for the generated block) and the
+    function that resolves a name given for it ('module:function', imported when a name is
+    first given: the variant's and the model's registries are in layers above this one)."""
+
+    type: str
+    resolver: str
+
+
+# What a point holds resolved rather than by name; a name given for one is resolved once, as the point is made.
+RESOLVED: dict[str, Resolved] = {
+    "variant": Resolved("Named", "cebench.losses.variants:resolve"),
+    "device": Resolved("Device", "cebench.core.devices:get"),
+    "model": Resolved("Named", "cebench.models.model:named"),  # `ALONE` for the loss alone
+}
+_RESOLVERS: dict[str, Callable[[str], object]] = {}
+
+
+def resolve(name: str, text: str) -> object:
+    """What `text` names for the resolved field `name` (its registry's `UsageError` for a bad
+    name)."""
+    if name not in _RESOLVERS:
+        module, _, function = RESOLVED[name].resolver.partition(":")
+        _RESOLVERS[name] = getattr(importlib.import_module(module), function)
+    return _RESOLVERS[name](text)
+
+
 # The fields of a point: a variant, its workload and device, one value of every axis (`ce_chunk` None for
 # variants that do not chunk) and the sampling temperature (sample workload only). They come from `AXES`:
 # an axis with an `off` value defaults to it, so a point that does not sweep it need not name it.
@@ -68,11 +117,17 @@ TEMPERATURE = 0.9
 def _fields() -> list[tuple[str, str, object]]:
     """(name, type's source, default or `generated.REQUIRED`) of each of a point's fields, in order."""
     def typed(axis: Axis) -> str:
+        if axis.name in RESOLVED:
+            return RESOLVED[axis.name].type
         return f"{axis.type.__name__} | None" if axis.chunked_only else axis.type.__name__
 
+    def default(axis: Axis) -> object:
+        return ALONE if axis.name == "model" else axis.off
+
     required = [(a.name, typed(a), generated.REQUIRED) for a in AXES if a.off is None]
-    defaults = [(a.name, typed(a), a.off) for a in AXES if a.off is not None]
-    return ([(name, "str", generated.REQUIRED) for name in ("variant", "workload", "device")] + required
+    defaults = [(a.name, typed(a), default(a)) for a in AXES if a.off is not None]
+    return ([("variant", RESOLVED["variant"].type, generated.REQUIRED), ("workload", "str", generated.REQUIRED),
+             ("device", RESOLVED["device"].type, generated.REQUIRED)] + required
             + [("temperature", "float", TEMPERATURE)] + defaults)
 
 
@@ -85,9 +140,9 @@ if TYPE_CHECKING:
     # <generated: make types>
     @dataclass(frozen=True, kw_only=True)
     class _Fields:
-        variant: str
+        variant: Named
         workload: str
-        device: str
+        device: Device
         dtype: str
         batch: int
         context: int
@@ -102,7 +157,7 @@ if TYPE_CHECKING:
         reduction: Reduction = Reduction.MEAN
         grads: Grads = Grads.NONE
         retain_graph: YesNo = YesNo.NO
-        model: str = 'none'
+        model: Named = ALONE
         optimizer: Optimizer = Optimizer.NONE
         activation_checkpointing: Checkpointing = Checkpointing.NONE
         fsdp: int = 1
@@ -118,16 +173,35 @@ else:
 @dataclass(frozen=True, kw_only=True)
 class Config(_Fields):
     """One measured point (its fields: `_fields()`, from `AXES`): `tokens` = batch × context
-    rows of hidden states (N). Built by keyword."""
+    rows of hidden states (N). Built by keyword; a name given for a `RESOLVED` field (a
+    variant's, a device's, a model's; 'none': the loss alone, `ALONE`) is resolved as it is
+    made."""
+
+    def __post_init__(self) -> None:
+        for name in RESOLVED:
+            if isinstance(given := getattr(self, name), str):
+                object.__setattr__(self, name, resolve(name, given))
+
+    def value(self, name: str) -> object:
+        """Field `name`'s plain value, as a CSV or a document holds it: a resolved one's name,
+        a word as its text."""
+        value = getattr(self, name)
+        if name in RESOLVED:
+            return cast(Named, value).name
+        return str(value) if isinstance(value, Choice) else value
 
     def axis_values(self) -> dict[str, object]:
-        """Each axis's value (`AXES` name → value; a word as its plain text), for a plain-data document."""
-        return {a.name: str(v) if isinstance(v := getattr(self, a.name), Choice) else v for a in AXES}
+        """Each axis's plain value (`AXES` name → `value`), for a plain-data document."""
+        return {a.name: self.value(a.name) for a in AXES}
+
+    def plain(self) -> dict[str, object]:
+        """Every field's plain value (`value`), in order: the point as plain data."""
+        return {name: self.value(name) for name, _, _ in _fields()}
 
     @property
     def has_model(self) -> bool:
-        """Whether the loss runs inside a model's training step (`model` is not `NO_MODEL`)."""
-        return self.model != NO_MODEL
+        """Whether the loss runs inside a model's training step (its model is not `ALONE`)."""
+        return self.model != ALONE
 
     @property
     def world(self) -> World:

@@ -24,6 +24,7 @@ from cebench.core import shard
 from cebench.core import targets as targets_mod
 from cebench.core.errors import UsageError
 from cebench.core.memory import MemoryReading, allocation_events, round_up, running_peak, storage_bytes
+from cebench.core.named import ByName
 
 if TYPE_CHECKING:
     import torch
@@ -109,8 +110,8 @@ def frozen_heap() -> Iterator[None]:
             gc.unfreeze()
 
 
-@dataclass(frozen=True)
-class Device(ABC):
+@dataclass(frozen=True, eq=False)
+class Device(ByName, ABC):
     """One kind of device. `name`: its torch device type and the CSV's `device` column.
     `repeats`, `warmup`: a sweep's default timed and untimed steps per point.
     `isolate_by_default`: a sweep measures each point in a fresh process unless told.
@@ -164,6 +165,12 @@ class Device(ABC):
     def is_gpu(self) -> bool:
         """Whether a step here runs on a CUDA GPU (any, or a named target)."""
         return isinstance(self, CUDA)
+
+    @property
+    def named_card(self) -> targets_mod.Target | None:
+        """Its `card` where it is a named GPU target (`is_target`), whose figures a time is
+        predicted with; None for a kind of device."""
+        return self.card if self.is_target else None
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -245,7 +252,7 @@ class Device(ABC):
         """Side (elements) of the square matmul that probes this device's rate in `dtype`."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CPU(Device):
     """The host: exact byte counts from the allocator's events, `perf_counter` timing."""
 
@@ -303,7 +310,7 @@ class CPU(Device):
                 "is its own)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CUDA(Device):
     """An NVIDIA GPU: the caching allocator's statistics, CUDA-event timing."""
 
@@ -414,6 +421,8 @@ _KNOWN: tuple[Device, ...] = (
 )
 SMALL_SIZE, ROUND_LARGE, LARGE_ALLOC = 2**20, 2 * 2**20, 10 * 2**20  # the caching allocator's constants (bytes)
 DEVICES: tuple[str, ...] = tuple(d.name for d in _KNOWN)  # the kinds of device a step runs on
+KINDS: tuple[Device, ...] = _KNOWN  # each kind of device, as `DEVICES` names them
+HOST: Device = _KNOWN[0]  # the host's CPU: where a user's variant is smoke-tested, a prediction's sample run
 # One device per named GPU target: a CUDA device with the card's figures (predictions only).
 _TARGETS: tuple[Device, ...] = tuple(
     replace(_KNOWN[1], name=t.name, family="cuda", workspace_bytes=t.workspace_bytes, capacity_bytes=t.capacity_bytes,

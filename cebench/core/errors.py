@@ -37,6 +37,11 @@ def said(caught: list[warnings.WarningMessage], limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def joined(*parts: str | None) -> str:
+    """A row's note from its parts: those that say something, in order, '; '-joined ('' for none)."""
+    return "; ".join(part for part in parts if part)
+
+
 class InputWarning(UserWarning):
     """Something about the input that is used anyway, or work of a size worth a word before
     it starts: a cut-off row left out, a sweep that will take very long. The command line

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
+from cebench.core.config import Config
 from cebench.core.timemodel import COLLECTIVE, ELEMENTWISE, FP8, FP32, FUSED, HALF, MATMUL, REDUCTION, SYNC, OpCost
+from cebench.engine import support
 from cebench.shims.torch_names import OpOverload, packet, schema
 
 # Ops that allocate or re-describe a tensor without running a kernel on its data.
@@ -150,6 +152,12 @@ class Costs:
     def __init__(self) -> None:
         self.ops: Counter[OpCost] = Counter()
         self.sequence: list[OpCost] = []
+
+    @classmethod
+    def of(cls, config: Config) -> Costs | None:
+        """A new count for a step of `config` whose time is predicted (`Verdict.time`); None
+        where it is not (nothing to count for)."""
+        return cls() if support.verdict(config).time is None else None
 
     def op(self, func: OpOverload, args: tuple, kwargs: dict, out: object) -> None:
         """Count one dispatched op with its outputs `out`."""

@@ -6,16 +6,14 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cebench.core import devices, targets, timemodel
+from cebench.core import timemodel
 from cebench.core.config import ITEMSIZE, Compile, Config
-from cebench.core.errors import UsageError, describe
 from cebench.engine import compiled, fake_world, series, support
-from cebench.engine.trace import OpaqueOp, time_reason
 from cebench.losses import variants
 from cebench.losses.inputs import ignored_count
+from cebench.models import model as model_mod
 from cebench.models import training
-from cebench.models.model import Model, resolve_model
-from cebench.store.schema import Result, Status
+from cebench.store.schema import Result
 
 
 def predict(config: Config) -> Result:
@@ -26,35 +24,25 @@ def predict(config: Config) -> Result:
     in bf16 or fp16, carries `predicted_floor_ms`: the counted FLOPs at the card's dense BF16
     rate, and `predicted_time_ms` where the time model can predict the step
     (`cebench.core.timemodel`; estimates, never measured times)."""
-    target = devices.get(config.device)
-    result = Result.blank(config, f"predicted for {config.device}")
-    result.target = config.device if target.is_target else ""
-    reason = support.reason(config, predicted=True)
-    if reason:
-        result.status, result.error = Status.UNSUPPORTED, reason
-        return result
-    if config.has_model:  # a loss that cannot be predicted alone (a custom op, say) is told in milliseconds
-        status, error = _alone(config)
-        if status != Status.OK:
-            result.status, result.error = status, error
-            return result
-    try:  # with the FLOPs of the same meta step, as `count_flops` counts a measured row's
-        reading, flops = series.predicted(config)
-    except (OpaqueOp, compiled.NotCompiled) as exc:  # a custom op; compiled code not as one graph
-        result.status, result.error = Status.UNSUPPORTED, str(exc)
-        return result
-    except UsageError:  # a user's code that exits (`cebench.core.guard`): one line, as every command says it
-        raise
-    except Exception as exc:  # an op without a meta kernel, say: report it, go on
-        result.status, result.error = Status.ERROR, describe(exc)
+    target = config.device
+    result = Result.blank(config, f"predicted for {target.name}")
+    result.target = target.name if target.is_target else ""
+    refused = support.verdict(config).predict  # inside a model, its loss alone at batch 1 too (milliseconds)
+    if refused is None:
+        try:  # with the FLOPs of the same meta step, as `count_flops` counts a measured row's
+            reading, flops = series.predicted(config)
+        except Exception as exc:  # a custom op, an op without a meta kernel: report it, go on
+            refused = support.refusal(exc)
+    if refused is not None:
+        result.status, result.error = refused.status, refused.reason
         return result
     result.base_bytes, result.peak_bytes = reading.base_bytes, reading.peak_bytes
     result.peak_delta_bytes, result.mem_method = reading.peak_delta_bytes, reading.method
-    result.note = reading.note  # what the trace did not run (Triton launches skipped)
-    if (variants.get(config.variant).compiles or config.compile == Compile.BLOCKS) and target.is_gpu:
-        result.note = "; ".join(filter(None, (result.note, compiled.GPU_NOTE)))
+    result.add_note(reading.note)  # what the trace did not run (Triton launches skipped)
+    if (variants.own(config).compiles or config.compile == Compile.BLOCKS) and target.is_gpu:
+        result.add_note(compiled.GPU_NOTE)
     if config.world.sharded and target.is_host and not fake_world.matched_world(config.world.size):
-        result.note = "; ".join(filter(None, (result.note, fake_world.UNMATCHED_WORLD_NOTE)))
+        result.add_note(fake_world.UNMATCHED_WORLD_NOTE)
     result.flops = flops
     if config.has_model:
         _model_columns(result, config, reading.state_bytes)
@@ -75,59 +63,40 @@ def _time_columns(result: Result, config: Config, time_ms: float | None) -> None
     `predicted_time_ms` and the non-padding tokens per second it gives, and on its note why
     it is missing or what limits it (on a GPU, a step under `timemodel.SHORT_MS`; a family
     whose efficiencies are borrowed, compiled kernels)."""
-    device = devices.get(config.device)
+    device = config.device
     if not device.is_target and not device.is_host:
         return
-    said = (time_reason(config) or "time not predicted: its ops did not repeat along the batch or the blocks as its "
-            "memory did") if time_ms is None else None
-    if time_ms is not None:
-        result.predicted_time_ms = time_ms
-        result.predicted_tokens_per_s = tokens_per_s(config, time_ms)
-        target = targets.BY_NAME.get(config.device)
-        generated = variants.get(config.variant).compiles or config.compile == Compile.BLOCKS
-        said = "; ".join(filter(None, (
-            timemodel.efficiency(target)[1] if target is not None else "",
-            f"time under {timemodel.SHORT_MS:g} ms: mostly launches, which the time model knows least"
-            if time_ms < timemodel.SHORT_MS and target is not None else "",
-            "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
-            "compiled rows)" if generated else "",
-            f"time: {timemodel.collectives_note(target, config.world)}" if config.world.sharded else "")))
-    result.note = "; ".join(filter(None, (result.note, said)))
-
-
-def unpredictable(config: Config) -> str | None:
-    """Why `config`'s variant cannot be predicted (None: it can), asked of its loss alone at
-    batch 1 (a loss that cannot be predicted cannot be inside a model either)."""
-    status, error = _alone(config)
-    return None if status == Status.OK else error
-
-
-def _alone(config: Config) -> tuple[str, str]:
-    """The status and error of the prediction of `config`'s loss alone at batch 1
-    (milliseconds; once per process: every batch of a point asks the same)."""
-    return _status(training.loss_alone(replace(config, batch=1)))
-
-
-@functools.lru_cache(maxsize=256)
-def _status(config: Config) -> tuple[str, str]:
-    row = predict(config)
-    return row.status, row.error
+    if time_ms is None:
+        result.add_note(support.verdict(config).time or "time not predicted: its ops did not repeat along the batch "
+                        "or the blocks as its memory did")
+        return
+    result.predicted_time_ms = time_ms
+    result.predicted_tokens_per_s = tokens_per_s(config, time_ms)
+    target = device.named_card
+    generated = variants.own(config).compiles or config.compile == Compile.BLOCKS
+    result.add_note(
+        timemodel.efficiency(target)[1] if target is not None else "",
+        f"time under {timemodel.SHORT_MS:g} ms: mostly launches, which the time model knows least"
+        if time_ms < timemodel.SHORT_MS and target is not None else "",
+        "time: inductor's kernels as fused kernels reading or writing each buffer once (not calibrated on "
+        "compiled rows)" if generated else "",
+        f"time: {timemodel.collectives_note(target, config.world)}" if config.world.sharded else "")
 
 
 def _model_columns(result: Result, config: Config, state_bytes: int | None) -> None:
     """A model row's model columns, predicted: body_peak_bytes from its body step
     (`training.body_config`), empty when that fails."""
-    result.n_params, result.model_state_bytes = resolve_model(config.model).n_params, state_bytes
+    result.n_params, result.model_state_bytes = model_mod.of(config).n_params, state_bytes
     result.step_peak_bytes = result.peak_bytes
-    result.body_peak_bytes = _body_peak(training.body_config(config), resolve_model(config.model))
+    result.body_peak_bytes = _body_peak(training.body_config(config))
 
 
 @functools.lru_cache(maxsize=16)
-def _body_peak(body: Config, model: Model, shared: bool = False) -> int | None:
-    """The predicted peak of a body step (shared by every loss variant at its shape; `model`
-    the resolved model, which a changed config.json changes; `shared`: one of many batches,
-    as `series.predicted` takes it); None when it cannot be predicted (the loss's row
-    stands, its body column empty)."""
+def _body_peak(body: Config, shared: bool = False) -> int | None:
+    """The predicted peak of a body step (shared by every loss variant at its shape; keyed by
+    the point, whose model is the resolved one, which a changed config.json changes;
+    `shared`: one of many batches, as `series.predicted` takes it); None when it cannot be
+    predicted (the loss's row stands, its body column empty)."""
     try:
         return series.predicted(body, flops=False, shared=shared)[0].peak_bytes
     except Exception:  # an op without a meta kernel in a user's body, say
@@ -140,8 +109,8 @@ class Fit:
     the budget, with that peak in bytes. `batch` 0: not even one sequence fits.
     `at_limit`: the search stopped at its batch limit, which still fits. `time_ms`: the
     predicted step time at that batch on a named GPU (None where the time model cannot
-    predict it, `meta.time_reason`). `unsupported`: why the point cannot be predicted
-    (`support.reason`; its batch then 0, nothing predicted), None when it was fitted.
+    predict it, `Verdict.time`). `unsupported`: why the point cannot be predicted
+    (`Verdict.predict`; its batch then 0, nothing predicted), None when it was fitted.
     `body_peak_bytes`: with a model, the peak of the same step at that batch with a stand-in
     loss (`training.body_config`; None without a model, a batch, or where it cannot be
     predicted), beside which `peak_bytes` gives the loss's share."""
@@ -230,11 +199,11 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
     stops at `compiled.MAX_CHUNKS` chunks (an answer there is `at_limit`). On a named GPU the
     answer's step time is predicted too (`Fit.time_ms`), and with a model the same step's
     peak with a stand-in loss (`Fit.body_peak_bytes`). A point that cannot be predicted
-    (`support.reason`: a setting of its model's step another excludes, say) is answered
+    (`Verdict.predict`: a setting of its model's step another excludes, say) is answered
     `Fit.unsupported`, nothing predicted."""
-    reason = support.reason(config, predicted=True)
-    if reason:
-        return Fit(config, 0, None, False, 0, unsupported=reason)
+    refused = support.verdict(config).predict
+    if refused is not None:
+        return Fit(config, 0, None, False, 0, unsupported=refused.reason)
     cache: dict[int, int] = {}
 
     def peak(batch: int) -> int:
@@ -246,7 +215,7 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
 
     h_bound = budget // (config.context * config.d_model * ITEMSIZE[config.dtype])  # h alone must fit
     cap = max(1, min(max_batch, h_bound))
-    if config.ce_chunk and variants.get(config.variant).compiled:  # as far as a compiled step is predicted
+    if config.ce_chunk and variants.own(config).compiled:  # as far as a compiled step is predicted
         cap = min(cap, max(1, compiled.MAX_CHUNKS * config.ce_chunk // config.context))
     unit = -(-(config.ce_chunk or config.context) // config.context)  # sequences per chunk (≥ 1)
     probes = sorted({min(cap, k * unit) for k in (8, 16)})
@@ -257,6 +226,6 @@ def fit(config: Config, budget: int, max_batch: int) -> Fit:
         a, guess = guess, min(cap, max(1, guess + int((budget - peak(guess)) * (guess - a) // (peak(guess) - peak(a)))))
     batch = largest_fitting(peak, budget, guess, cap)
     time_ms = series.predicted(replace(config, batch=batch), flops=False, shared=True)[0].time_ms if batch else None
-    body = (_body_peak(training.body_config(replace(config, batch=batch)), resolve_model(config.model), shared=True)
-            if batch and config.has_model else None)
+    body = _body_peak(training.body_config(replace(config, batch=batch)), shared=True) if batch and config.has_model \
+        else None
     return Fit(config, batch, peak(batch) if batch else None, batch == cap, len(cache), time_ms, body_peak_bytes=body)

@@ -47,11 +47,10 @@ from cebench.core.config import Config
 from cebench.core.memory import MemoryReading
 from cebench.core.timemodel import OpCost
 from cebench.engine.costs import Costs
-from cebench.engine.trace import counted, flop_counter, note, predict_peak, time_of, time_reason, trace
+from cebench.engine.trace import counted, flop_counter, note, predict_peak, time_of, trace
 from cebench.engine.tracker import StorageTracker, charge
 from cebench.losses import variants
-from cebench.models import training as training_mod
-from cebench.models.model import resolve_model
+from cebench.models import model as model_mod
 from cebench.shims.torch_names import storage_key
 from cebench.store.schema import PREDICTED
 
@@ -116,7 +115,7 @@ class _Sample:
     """One traced step, as `Series` needs it: its storage events (raw bytes), the raw bytes
     of the storages it starts with, its FLOPs (None: not counted), the threads that ran a
     matmul, its skipped-launch note, a model's state bytes, what it warned, and where its
-    time is predicted (`trace.time_reason`), its ops in order (`ops`; None: not counted)."""
+    time is predicted (`Verdict.time`), its ops in order (`ops`; None: not counted)."""
 
     events: list[tuple[Signature, int]]
     before: list[int]
@@ -133,13 +132,13 @@ def _traced(config: Config, flops: bool, layers: int | None = None) -> tuple[_Sa
     counter costs a model step's trace half as much again), its model with `layers` blocks
     (None: its own), and what its target's allocator charges a request (`block`)."""
     counter = flop_counter() if flops else None
-    costs = Costs() if time_reason(config) is None else None  # the time rides along: cheaper than a second trace
+    costs = Costs.of(config)  # the time rides along: cheaper than a second trace
     traced = trace(config, EventTracker, counter, layers=layers, costs=costs)
     # the events as the step left them: a storage that dies later (a sharded world's model, freed with its world)
     # would log its release into the tracker's list after the trace
     sample = _Sample(list(traced.record.events), traced.record.before, traced.flops, traced.blas, traced.skipped,
                      traced.state_bytes, traced.said, None if costs is None else tuple(costs.sequence))
-    return sample, charge(devices.get(config.device).block_bytes)
+    return sample, charge(config.device.block_bytes)
 
 
 @dataclass(frozen=True)
@@ -265,7 +264,7 @@ class Series:
     an event's bytes do not change, so the traces are aligned on them too (an optimizer's
     loop over parameters repeats its ops every parameter, its bytes every block)."""
 
-    def __init__(self, samples: Sequence[_Sample], block: Callable[[int], int], device: str, first: int,
+    def __init__(self, samples: Sequence[_Sample], block: Callable[[int], int], device: devices.Device, first: int,
                  period: int, same_bytes: bool = False) -> None:
         self.block, self._device, self.first, self.period = block, device, first, period
         s0, s1, s2 = samples
@@ -357,7 +356,7 @@ class Series:
         """The predicted reading of the step at `value` (as `trace.predict_peak` gives it) and
         its FLOPs (None when they cannot be counted)."""
         k, s0 = self._k(value), self._samples[0]
-        target = devices.get(self._device)
+        target = self._device
         base = self._before.charged(k, target.block_bytes) + target.workspace_bytes * len(s0.blas)
         state = self._affine([s.state for s in self._samples], k)
         flops = self._affine([s.flops for s in self._samples], k)
@@ -422,11 +421,10 @@ def period(config: Config) -> int | None:
     rows (`Variant.affine_in_rows`), or its model is a user's build or has more than
     `WRITTEN_OUT` blocks (a batch series' samples are written out block by block)."""
     config = traced_as(config)
-    name = config.variant
-    if name != training_mod.BODY and not variants.of(config).affine_in_rows:
+    if not variants.of(config).affine_in_rows:
         return None
     if config.has_model:
-        spec = resolve_model(config.model).spec
+        spec = model_mod.of(config).spec
         if spec is None or spec.n_layers > WRITTEN_OUT:
             return None
     chunk = config.ce_chunk
@@ -438,7 +436,7 @@ def period(config: Config) -> int | None:
 def traced_as(config: Config) -> Config:
     """The point whose step is `config`'s, op for op (`Variant.traced_as`: torch-lce-auto at N
     rows is torch-lce at the chunk torch picks for N, so it is extrapolated too)."""
-    return config if config.variant == training_mod.BODY else variants.get(config.variant).traced_as(config)
+    return variants.own(config).traced_as(config)
 
 
 def size(config: Config) -> int:
@@ -459,7 +457,7 @@ def layers(config: Config) -> int | None:
     else None. Every variant's step qualifies: its loss runs once, after the blocks."""
     if not config.has_model:
         return None
-    spec = resolve_model(config.model).spec
+    spec = model_mod.of(config).spec
     return spec.n_layers if spec is not None and spec.n_layers >= _first_layers(config) + 2 + WORTH_LAYERS else None
 
 

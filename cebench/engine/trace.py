@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 import torch
 
 from cebench.core import devices, interpreter, timemodel
-from cebench.core import targets as targets_mod
 from cebench.core.config import Checkpointing, Compile, Config, Grads, Optimizer, torch_dtype
 from cebench.core.errors import said
 from cebench.core.guard import user_code
@@ -35,9 +34,10 @@ from cebench.losses import variants
 from cebench.losses.workloads import Step, make_step
 from cebench.measure import probe
 from cebench.models import fsdp
+from cebench.models import model as model_mod
 from cebench.models import training as training_mod
 from cebench.models.contract import blocks
-from cebench.models.model import Model, resolve_model
+from cebench.models.model import Model
 from cebench.shims.flop_counter import count_op, grouped_query_flops, untracked_modules
 from cebench.shims.inductor import COMPILED_CALL
 from cebench.shims.tensor import watch_rng_states
@@ -113,13 +113,13 @@ def trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]] = Sto
 def _trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]], counter: FlopCounterMode | None,
            layers: int | None, world: fake_world.FakeWorld | None, costs: Costs | None) -> Trace[Any]:
     """`trace`, the model sharded in `world` when given (`fake_world.fake_world`)."""
-    target = devices.get(config.device)
+    target = config.device
     steady = _steady(config, layers, world)
     mesh = None if world is None else world.mesh
     on = _on(config, mesh is not None)
     answers = data_reads.Answers()  # what the step's reads of data would return (the targets' padding)
     answers.labels(steady.targets, inputs_mod.ignored_count(config), inputs_mod.IGNORE_INDEX, config.vocab)
-    with user_code(config.variant, "variant"), _peers_run(config, answers, mesh is not None):
+    with user_code(config.variant.name, "variant"), _peers_run(config, answers, mesh is not None):
         steady.warm()
     before: Sequence[torch.Tensor] = steady.tensors()
     training = steady.training
@@ -133,10 +133,9 @@ def _trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]], cou
     # a model's parameters and its optimizer's state in the target's memory, as the step starts
     params = [] if training is None else [p for p in map(fsdp.local, training.params) if held(p)]
     optimizer_state = [] if training is None else [t for t in map(fsdp.local, training.state()) if held(t)]
-    variant = variants.REGISTRY.get(config.variant)  # None: a body step's stand-in loss
     observers: list[Observer] = []
     launched = None
-    if variant is None or not variant.kernel_matmuls:  # a kernel's matmuls are unseen: a part would pass for all
+    if not variants.of(config).kernel_matmuls:  # a kernel's matmuls are unseen: a part would pass for all
         if counter is not None:
             observers.append(functools.partial(count_op, counter))
         if costs is not None:
@@ -156,8 +155,8 @@ def _trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]], cou
     followed = fake_world.follow(tracker) if mesh is not None else contextlib.nullcontext()
     peers = _peers_run(config, answers, mesh is not None, launched)
     kernels = kernel_dtypes.as_on(target, config.torch_dtype)
-    with user_code(config.variant, "variant"), rng, peers as skipped, kernels, compiled.counting(launched), tracker, \
-            followed, grouped_query_flops(), warnings.catch_warnings(record=True) as caught:
+    with user_code(config.variant.name, "variant"), rng, peers as skipped, kernels, compiled.counting(launched), \
+            tracker, followed, grouped_query_flops(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # what the step warned (torch ignoring its options, say): the row's note
         step.run()
     if tracker.opaque:
@@ -200,10 +199,10 @@ def _steady(config: Config, layers: int | None = None, world: fake_world.FakeWor
     one kept there for the steps of every shape and loss, else built there, and then `warm`
     brings it where a first step leaves it (FSDP's lazy setup, the optimizer's state), as
     every traced step leaves it again."""
-    target = devices.get(config.device)
+    target = config.device
     if config.has_model:
-        fn = training_mod.stand_in if config.variant == training_mod.BODY else _loss(config, target)
-        model = with_layers(resolve_model(config.model), layers)
+        fn = _loss(config, target)
+        model = with_layers(model_mod.of(config), layers)
         if world is not None:
             key = (model, config.dtype, target, config.optimizer, config.activation_checkpointing)
             kept = world.models.get(key)
@@ -242,7 +241,7 @@ def _compile_blocks(body: torch.nn.Module, config: Config, target: devices.Devic
     `target` (`config`'s) runs it when `config` compiles them (`compiled.module_on_meta`, as
     `nn.Module.compile()` installs its compiled call), else eagerly."""
     if config.compile == Compile.BLOCKS:
-        for block in training_mod.compile_blocks(body, config.model, real=False):
+        for block in training_mod.compile_blocks(body, model_mod.of(config).name, real=False):
             COMPILED_CALL.set_on(block, {"_compiled_call_impl": compiled.module_on_meta(block, target)})
     else:
         for block in blocks(body):
@@ -272,9 +271,9 @@ def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False,
     spared the extra dispatch mode (a quarter of a model step's trace time). `fake`: the
     step runs on fake CPU tensors standing in for the target (a sharded step). `launched` is
     shown each skipped launch's tensor arguments (`Costs.launch`)."""
-    target = devices.get(config.device)
+    target = config.device
     needs_triton = _reads_data(config)
-    variant = variants.REGISTRY.get(config.variant)
+    variant = variants.of(config)
 
     def skip(tensors: list[torch.Tensor], kernel: str) -> None:
         answers.forget(tensors)
@@ -283,9 +282,9 @@ def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False,
 
     with triton_launches.skipped(needs_triton, on_skip=skip) as skipped, contextlib.ExitStack() as stack:
         if needs_triton:
-            packages = [module for module, _ in variants.get(config.variant).requires.packages]
+            packages = [module for module, _ in variant.requires.packages]
             stack.enter_context(compiled_helpers.eager(packages, skipped.eager))
-        if variant is not None and variant.compiled_parts:
+        if variant.compiled_parts:
             stack.enter_context(compiled_helpers.predicted([variant.load().__module__], target))
         stack.enter_context(seen_as(target, "cpu" if fake else "meta"))
         if needs_triton:
@@ -297,15 +296,14 @@ def _peers_run(config: Config, answers: data_reads.Answers, fake: bool = False,
 def _reads_data(config: Config) -> bool:
     """Whether `config`'s variant is a peer whose Python is followed around its Triton kernels
     (`Variant.triton_kernels`: its launches skipped, its reads of data answered)."""
-    variant = variants.REGISTRY.get(config.variant)
-    return variant is not None and variant.triton_kernels
+    return variants.of(config).triton_kernels
 
 
 def _on(config: Config, fake: bool = False) -> frozenset[str]:
     """The kinds of device whose tensors a step on meta for `config`'s target counts: meta
     (standing in for the target), and the host's own where the target is the host; `fake`:
     a step on fake CPU tensors (`fake_world.fake_world`), which stand in for the target."""
-    if fake or devices.get(config.device).host_tensors_count:
+    if fake or config.device.host_tensors_count:
         return frozenset({"meta", "cpu"})
     return frozenset({"meta"})
 
@@ -363,43 +361,27 @@ def predict_peak(config: Config, counter: FlopCounterMode | None = None) -> Memo
     named GPU one cuBLAS workspace per thread that ran a matmul (the forward's, the autograd
     engine's), which the sweep's warm-up creates; the peak adds what the step holds at its
     highest point; a model's step, its `state_bytes` too."""
-    costs = Costs() if time_reason(config) is None else None
+    costs = Costs.of(config)
     traced = trace(config, counter=counter, costs=costs)
     base = traced.base_bytes + traced.workspace_bytes
     return MemoryReading(base, base + traced.peak_delta_bytes, PREDICTED, traced.state_bytes,
                          note=note(traced.skipped, traced.said), time_ms=step_time(config, costs))
 
 
-def time_reason(config: Config) -> str | None:
-    """Why `config`'s step time cannot be predicted (None: it can, `step_time`): its target is
-    neither a named GPU with a time model nor this CPU, or its step runs kernels the model
-    does not see."""
-    target = targets_mod.BY_NAME.get(config.device)
-    if target is None and not devices.get(config.device).is_host:
-        return "time is predicted for a named GPU target or this CPU only (cebench targets)"
-    variant = variants.REGISTRY.get(config.variant)
-    if variant is not None and variant.kernel_matmuls:
-        return "time not predicted: its matmuls run inside its Triton kernels, which the time model does not count"
-    if target is None:  # this CPU: its probe's rates
-        return None
-    constants, why = timemodel.efficiency(target)
-    return why if constants is None else None
-
-
 def step_time(config: Config, costs: Costs | None) -> float | None:
     """The predicted time (ms) of `config`'s step whose ops `costs` counted (None: not counted,
-    which its callers decide by `time_reason`)."""
+    which its callers decide by `Verdict.time`: `Costs.of`)."""
     return None if costs is None else time_of(costs.ops, config.device)
 
 
-def time_of(ops: Mapping[timemodel.OpCost, int], device: str) -> float | None:
+def time_of(ops: Mapping[timemodel.OpCost, int], device: devices.Device) -> float | None:
     """The time (ms) of a step that ran `ops` on `device`: a named GPU with its family's
     efficiencies, or this CPU with its probe's rates (`cebench.measure.probe`); None on any
     other device."""
-    if devices.get(device).is_host:
+    if device.is_host:
         measured = probe.probe()
         return timemodel.step_ms(ops, measured.target(), measured.efficiency())
-    card = targets_mod.BY_NAME.get(device)
+    card = device.named_card
     return None if card is None else timemodel.step_ms(ops, card)
 
 
@@ -441,6 +423,6 @@ def count_flops(config: Config) -> int | None:
     says so."""
     counter = flop_counter()
     try:  # a compiled variant's own trace compiles it afresh, which a measuring process must not do
-        return trace(replace(config, variant=variants.eager_twin(config.variant)), counter=counter).flops
+        return trace(replace(config, variant=variants.eager_twin(variants.own(config))), counter=counter).flops
     except Exception:  # whatever a variant does on meta tensors, the row is not failed for it
         return None

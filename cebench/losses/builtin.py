@@ -65,6 +65,15 @@ def vendored_chunked_cross_entropy(
     return chunked_cross_entropy(h, weight, targets, ce_chunk=ce_chunk)
 
 
+def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None) -> torch.Tensor:
+    """The body step's loss (the hidden variant `(body)`): each row's h · weight[target],
+    summed, over the rows. Its gradients reach h and the weight (a (vocab, d_model) gradient, as
+    any loss's) with work and buffers of N × d_model, none vocabulary-sized. The rows are looked
+    up as an embedding: indexing's backward runs out of place under a dispatch mode (a tracker),
+    which would add a (vocab, d_model) buffer to a prediction that the real step lacks."""
+    return (h * F.embedding(targets.clamp(min=0), weight)).sum() / h.shape[0]
+
+
 def dense_sample(
     h: torch.Tensor, weight: torch.Tensor, temperature: float, ce_chunk: int | None = None
 ) -> torch.Tensor:
@@ -104,10 +113,11 @@ def torch_lce_auto_steps(config: Config) -> Config:
     `F.linear_cross_entropy` resolves `LinearCrossEntropyOptions()` to the batch_chunk_size
     torch picks for N rows, vocab and d_model on the device and dtype it runs on (its own
     `_adjust`), then runs exactly as when that size is given."""
-    kind = devices.get(config.device).kind
     picked = linear_cross_entropy_chunk(config.tokens, config.d_model, config.vocab, config.torch_dtype,
-                                        torch.device(kind))
-    return replace(config, variant="torch-lce", ce_chunk=picked)
+                                        torch.device(config.device.kind))
+    from cebench.losses.variants import resolve
+
+    return replace(config, variant=resolve("torch-lce"), ce_chunk=picked)
 
 
 # cebench's loss semantics → (the parameter of Liger's fused linear cross-entropy that takes it, its value when off).

@@ -39,7 +39,7 @@ def make(config: Config, device: str | torch.device | None = None) -> Inputs:
     `h` and `weight` require grad for the loss workload, whose step differentiates them; the
     logits do on the logits workload."""
     requires_grad = config.workload in (LOSS, LOGITS)
-    device = torch.device(device if device is not None else config.device)
+    device = torch.device(device if device is not None else config.device.name)
     gen = torch.Generator(device="cpu" if devices.is_meta(device) else device).manual_seed(SEED)
     std = 1.0 if config.workload == LOGITS else 1.0 / math.sqrt(config.d_model)
 

@@ -27,8 +27,10 @@ from cebench.core import devices as devices_mod
 from cebench.core import interpreter, pins
 from cebench.core.axes import FEATURES
 from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
+from cebench.core.devices import Device
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import user_code
+from cebench.core.named import ByName
 from cebench.losses import contract, loader
 
 if TYPE_CHECKING:
@@ -102,8 +104,8 @@ class Peer:
     checked: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Variant:
+@dataclass(frozen=True, eq=False)
+class Variant(ByName):
     """One implementation under test.
 
     `fn` is the callable or its ``'module:attr'`` path. `chunked` variants take
@@ -131,8 +133,12 @@ class Variant:
     cross-entropy kernel): ``fn(logits, targets, **semantics)`` (`on`). `peer`: the peer's
     code it runs, which a prediction shows the target (`Peer`; every registered variant's is
     shown it: `peer_modules`). `on_vocab_shards`: the semantics it takes where the head weight
-    is split over the vocabulary (--tp), running on the shards themselves; None: there it runs
-    on the weight all-gathered whole (`cebench.losses.vocab_shards.form`).
+    is split over the vocabulary (--tp), running on the shards themselves (its `shards_fn`
+    there where it has one); None: there it runs on the weight all-gathered whole
+    (`cebench.losses.vocab_shards.form`). `hidden`: cebench's own, never named by a user nor
+    listed (the body step's stand-in loss, `BODY`). `spec`: what `resolve` was given to make
+    it ('': its name), by which it travels to another process (pickled, it is resolved there
+    again: a user's function lives in the process that loaded it).
     """
 
     name: str
@@ -158,6 +164,13 @@ class Variant:
     logits_fn: Fn | str | None = None
     peer: Peer | None = None
     on_vocab_shards: frozenset[str] | None = None
+    shards_fn: Fn | str | None = None
+    hidden: bool = False
+    spec: str = ""
+
+    def __reduce__(self) -> tuple[Callable[[str], Variant], tuple[str]]:
+        return _unpickled, (self.spec or self.name,)
+
 
     @property
     def workloads(self) -> tuple[str, ...]:
@@ -185,11 +198,21 @@ class Variant:
         """The eager function (its module imported now, when `fn` is a path); on the logits
         workload, one called as a loss is (`fn(h, weight, targets, ce_chunk, **semantics)`,
         `h` the logits, `weight` and `ce_chunk` unused)."""
-        fn = self.fn if not isinstance(self.fn, str) else cast("Fn", _named(self.fn))
+        fn = _loaded(self.fn)
         if self.workload != LOGITS:
             return fn
         return functools.wraps(fn)(lambda logits, weight, targets, ce_chunk=None, **semantics: fn(logits, targets,
                                                                                                  **semantics))
+
+    def on_shards(self, fn: Fn) -> Fn:
+        """Its function `fn` (`load`'s, or what was built of it) as it runs on a head split over
+        the vocabulary: on the shards themselves where it takes them (`on_vocab_shards`; its
+        `shards_fn` where it has one), else on the weight all-gathered whole
+        (`vocab_shards.form`)."""
+        from cebench.losses import vocab_shards
+
+        own = fn if self.shards_fn is None else _loaded(self.shards_fn)
+        return vocab_shards.form(own, self.on_vocab_shards is not None)
 
     def traced_as(self, config: Config) -> Config:
         """The point whose step is `config`'s, op for op (`same_steps`; else `config`)."""
@@ -217,19 +240,22 @@ class Variant:
             return fn
         return torch.compile(fn, dynamic=False) if fresh else torch.compile(fn)
 
-    def unsupported_reason(self, device: str, imported: bool = False) -> str | None:
-        """Why this variant cannot run on `device` here, or None when it can. Asked before a
-        variant runs: one whose kernels run interpreted, or compiled (Dynamo imports
-        triton), chooses Triton's interpreter first where there is no GPU. `imported`: its
-        packages are imported to tell (`cebench variants`; else they are only found)."""
-        if self.compiles or device in self.interpreted_on:
+    def unsupported_reason(self, device: Device | str, imported: bool = False) -> str | None:
+        """Why this variant cannot run on `device` (its kind's; or the device a name names)
+        here, or None when it can. Asked before a variant runs: one whose kernels run
+        interpreted, or compiled (Dynamo imports triton), chooses Triton's interpreter first
+        where there is no GPU. `imported`: its packages are imported to tell (`cebench
+        variants`; else they are only found)."""
+        device = devices_mod.get(device) if isinstance(device, str) else device
+        kind = device.kind
+        if self.compiles or kind in self.interpreted_on:
             interpreter.enable()
         why = f": {self.devices_reason}" if self.devices_reason else ""
-        reasons = [] if device in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
-                                                     f"run on {', '.join(self.devices)} only{why})"]
+        reasons = [] if kind in self.devices else [f"needs {' or '.join(self.devices).upper()} (its kernels "
+                                                   f"run on {', '.join(self.devices)} only{why})"]
         with user_code(self.name, "variant"):  # a package that exits while imported: one line
             reasons += self.requires.missing(imported)
-        if not reasons and device in self.interpreted_on:
+        if not reasons and kind in self.interpreted_on:
             reasons += filter(None, [interpreter.unavailable_reason()])
         if reasons:
             return "; ".join(reasons)
@@ -239,7 +265,7 @@ class Variant:
 
         if not dynamo_supported():
             return "torch.compile (Dynamo) is not supported on this Python/platform"
-        return devices_mod.get(device).compile_unsupported_reason()
+        return device.compile_unsupported_reason()
 
     def lacks(self, config: Config) -> str | None:
         """Why this variant cannot run `config`'s loss semantics (the features it asks for
@@ -259,6 +285,11 @@ class Variant:
         if device not in self.interpreted_on:
             return ""
         return f"{INTERPRETED}: correct values, but memory and time are not a GPU's"
+
+
+def _loaded(fn: Fn | str) -> Fn:
+    """`fn`, or the function its ``'module:attr'`` path names (its module imported now)."""
+    return fn if not isinstance(fn, str) else cast("Fn", _named(fn))
 
 
 REGISTRY: dict[str, Variant] = {}
@@ -318,8 +349,10 @@ def _load_pending(name: str) -> Variant:
 def resolve(spec: str) -> Variant:
     """The variant `spec` names (registering it if it is new): a registered or
     entry-point name, a ``module:function`` or ``file.py:function``, each optionally with
-    ``-compiled`` appended. `UsageError` when it names nothing usable."""
-    if spec in REGISTRY or spec in _PENDING:
+    ``-compiled`` appended. `UsageError` when it names nothing usable. Where a variant's name
+    enters cebench (an option, a CSV, a point made by name, another process), it is resolved
+    here, once; everything after holds the `Variant`."""
+    if spec in _PENDING or spec in REGISTRY and not REGISTRY[spec].hidden:
         return get(spec)
     if spec.endswith(COMPILED) and len(spec) > len(COMPILED):
         base = resolve(spec[: -len(COMPILED)])
@@ -329,65 +362,85 @@ def resolve(spec: str) -> Variant:
         variant = from_callable(loader.import_object(spec, where), spec, f"user: {spec}", where)
         if variant.name in REGISTRY:  # declared under a name already resolved
             return REGISTRY[variant.name]
-        return register(replace(variant, on_request=True))
+        return register(replace(variant, on_request=True, spec=spec))
     known = ", ".join(names())
     raise UsageError(f"unknown '{spec}' (choose from {known}; or give module:function or file.py:function, and "
                      "append -compiled for a compiled twin)", "variant")
 
 
-def eager_twin(name: str) -> str:
-    """The variant a compiling one runs eagerly (`name` less '-compiled'); any other, itself."""
-    return name[: -len(COMPILED)] if name in REGISTRY and REGISTRY[name].compiles else name
+def _unpickled(spec: str) -> Variant:
+    """The variant a pickled one was (`Variant.spec`, or its name): a registered one, a hidden
+    one too, or the one `spec` names, resolved in this process."""
+    return REGISTRY[spec] if spec in REGISTRY else resolve(spec)
 
 
-def untrusted(names: Iterable[str], device: str) -> list[str]:
-    """The variants among `names` that `smoke_test` tries: those not built in (a user's,
+def eager_twin(variant: Variant | str) -> Variant:
+    """The variant a compiling one (or the one a name names) runs eagerly (its name less
+    '-compiled'); any other, itself."""
+    variant = resolve(variant) if isinstance(variant, str) else variant
+    return resolve(variant.name[: -len(COMPILED)]) if variant.compiles else variant
+
+
+def untrusted(variants: Iterable[Variant], device: Device) -> list[Variant]:
+    """The variants among `variants` that `smoke_test` tries: those not built in (a user's,
     an entry point's) that can run on `device`."""
-    return [n for n in names if get(n).origin != BUILT_IN and get(n).unsupported_reason(device) is None]
+    return [v for v in variants if v.origin != BUILT_IN and v.unsupported_reason(device) is None]
 
 
-def smoke_test(names: Iterable[str], device: str, *, guarded: bool = True) -> None:
-    """Run each user variant among `names` that can run on `device` once on a tiny problem
+def smoke_test(variants: Iterable[Variant], device: Device, *, guarded: bool = True) -> None:
+    """Run each user variant among `variants` that can run on `device` once on a tiny problem
     there (built-in ones are trusted); `UsageError` for the first that breaks the contract.
     `guarded`: its exits are a `UsageError` too (`user_code`: this process is cebench's);
     without, in a child process of its own, they end that process, which its parent reports
     as a crash (`cebench.run.runner.smoke_test_isolated`)."""
-    for name in untrusted(names, device):
-        v = get(name)
-        with user_code(name, "variant") if guarded else contextlib.nullcontext():
-            contract.smoke_test(v.load(), v.workload, v.chunked, device, f"--variant {name}")
+    for v in untrusted(variants, device):
+        with user_code(v.name, "variant") if guarded else contextlib.nullcontext():
+            contract.smoke_test(v.load(), v.workload, v.chunked, device.name, f"--variant {v.name}")
 
 
 def get(name: str) -> Variant:
-    """The variant called `name` (KeyError if there is none)."""
+    """The registered variant called `name` (KeyError if there is none): the registry's own
+    look-up (a name from outside enters through `resolve`)."""
     if name in _PENDING:
         return _load_pending(name)
     return REGISTRY[name]
 
 
+def own(config: Config) -> Variant:
+    """The variant `config` holds (resolved where its name entered), as registered."""
+    return cast(Variant, config.variant)
+
+
 def of(config: Config) -> Variant:
-    """The variant `config` runs, as it runs on `config`'s workload (`Variant.on`)."""
-    return get(config.variant).on(config.workload)
+    """The variant `config` holds, as it runs on `config`'s workload (`Variant.on`)."""
+    return own(config).on(config.workload)
+
+
+def listed(workload: str | None = None, *, installed: bool = False) -> list[Variant]:
+    """The variants a user can name, in registration order, optionally of one workload. With
+    a workload, or `installed`, the entry-point variants are imported (to learn theirs);
+    else those not imported yet are left out (`names` names them)."""
+    if workload is not None or installed:
+        for name in list(_PENDING):
+            _load_pending(name)
+    return [v for v in REGISTRY.values() if not v.hidden and (workload is None or workload in v.workloads)]
 
 
 def names(workload: str | None = None) -> list[str]:
-    """Variant names in registration order, optionally of one workload (which imports the
-    entry-point variants, to learn theirs)."""
-    if workload is not None:
-        for name in list(_PENDING):
-            _load_pending(name)
-    return [v.name for v in REGISTRY.values() if workload is None or workload in v.workloads] + list(_PENDING)
+    """The names of `listed` variants, and of the entry-point ones not imported yet."""
+    return [v.name for v in listed(workload)] + list(_PENDING)
 
 
-def defaults(workload: str, device: str | None = None) -> list[str]:
-    """What a sweep of `workload` on `device` measures without --variant: every registered
-    variant of it (built-in and installed), not those made or measured on request."""
-    return [n for n in names(workload) if not get(n).on_request and device not in get(n).on_request_on]
+def defaults(workload: str, device: str | None = None) -> list[Variant]:
+    """What a sweep of `workload` on a device of kind `device` measures without --variant:
+    every registered variant of it (built-in and installed), not those made or measured on
+    request."""
+    return [v for v in listed(workload) if not v.on_request and device not in v.on_request_on]
 
 
-def baseline(workload: str) -> str | None:
-    """The name of the variant `workload`'s others are compared with, if registered."""
-    return next((v.name for v in REGISTRY.values() if workload in v.workloads and v.baseline), None)
+def baseline(workload: str) -> Variant | None:
+    """The variant `workload`'s others are compared with, if registered."""
+    return next((v for v in REGISTRY.values() if workload in v.workloads and v.baseline), None)
 
 
 _IMPL = "cebench.losses.builtin"
@@ -446,6 +499,11 @@ register(Variant("torchtune", LOSS, f"{_TORCHTUNE}:chunked_output_loss", chunked
 register(Variant("torchtune-compiled", LOSS, f"{_TORCHTUNE}:chunked_output_loss_compiled", chunked=False,
                  compiled=False, compiled_parts=True, on_request=True,
                  summary="torchtune's loss with compile=True: each chunk's upcast + CE compiled, not the projection"))
+# The body step's loss (`cebench.models.training.body_config`): cebench's own, hidden.
+BODY = register(Variant("(body)", LOSS, f"{_IMPL}:stand_in", chunked=False, compiled=False,
+                        summary="the body step's stand-in loss: each row's h · weight[target] (none vocabulary-sized)",
+                        affine_in_rows=True, on_vocab_shards=frozenset(),
+                        shards_fn="cebench.losses.vocab_shards:stand_in", hidden=True))
 register(Variant("dense-sample", SAMPLE, f"{_IMPL}:dense_sample", chunked=False, compiled=False,
                  summary="full fp32 logits, softmax(logits / T), one torch.multinomial", baseline=True,
                  affine_in_rows=True))

@@ -133,7 +133,7 @@ def vocab_parallel_cross_entropy(
 
 
 def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None) -> torch.Tensor:
-    """The body step's loss (`cebench.models.training.stand_in`) on this rank's rows of the
+    """The body step's loss (`cebench.losses.builtin.stand_in`) on this rank's rows of the
     weight: each row's h · weight[target] where this rank holds the target, summed (a
     partial loss, whose buffers are a whole one's: N × d_model)."""
     local_h, local_w, start, _ = _shards(h, weight)

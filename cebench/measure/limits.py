@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from cebench.core import devices
 from cebench.core.config import LOSS, Config, Settings
 from cebench.losses import inputs as inputs_mod
 from cebench.measure.timing import time_steps
@@ -37,7 +36,7 @@ def matmul_floor_ms(config: Config, settings: Settings) -> float | None:
             _FLOORS[key] = _time_matmuls(config, settings)
         except Exception:  # out of memory on a big shape, say: no floor, never a failed row
             _FLOORS[key] = None
-        devices.get(config.device).free_cache()  # its buffers are freed by now; return any cached blocks too
+        config.device.free_cache()  # its buffers are freed by now; return any cached blocks too
     return _FLOORS[key]
 
 
@@ -53,7 +52,7 @@ def _time_matmuls(config: Config, settings: Settings) -> float:
             torch.mm(logits, weight, out=grad_h)
             torch.mm(logits.t(), h, out=grad_weight)
 
-    device = devices.get(config.device)
+    device = config.device
     with torch.no_grad():
         for _ in range(settings.warmup):
             device.time_once(matmuls)

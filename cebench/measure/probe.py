@@ -76,14 +76,14 @@ def measure() -> Probe:
     bandwidth = 2 * COPY_BYTES / _best(lambda: dst.copy_(src))
     one = torch.ones(1)
     op = _best(lambda: [one.add(one) for _ in range(100)]) / 100
-    return Probe(devices.get("cpu").model_name(), torch.__version__, torch.get_num_threads(), fp32, bf16, bandwidth,
+    return Probe(devices.HOST.model_name(), torch.__version__, torch.get_num_threads(), fp32, bf16, bandwidth,
                  op * 1e6)
 
 
 def probe(path: Path = CACHE) -> Probe:
     """This CPU's probe at the current thread count: from the cache, else measured and cached
     (read once per process and thread count)."""
-    return _probe(path, devices.get("cpu").model_name(), torch.__version__, torch.get_num_threads())
+    return _probe(path, devices.HOST.model_name(), torch.__version__, torch.get_num_threads())
 
 
 @functools.cache

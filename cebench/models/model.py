@@ -21,12 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import cebench.models.hf as hf_mod
+from cebench.core.axes import NO_MODEL
+from cebench.core.config import ALONE, Alone, Config
 from cebench.core.devices import Device, out_of_memory
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import user_code
+from cebench.core.named import ByName
 from cebench.losses.loader import import_object, is_spec
 from cebench.models.contract import Built, check
 from cebench.models.spec import ModelSpec, parse, read_config
@@ -63,8 +66,8 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-@dataclass(frozen=True)
-class Model:
+@dataclass(frozen=True, eq=False)
+class Model(ByName):
     """A model a step runs: `name` as given (a preset, a config path, either after `hf:`,
     or a build spec), `source` where its numbers come from, `spec` its shape (None for a
     user's build), `hf` its transformers config when transformers builds it (else cebench's
@@ -198,6 +201,20 @@ def _resolve(text: str, where: str, stamp: int | None) -> Model:
                      f"as cebench models cites it, e.g. {example}; or give path/to/config.json, "
                      f"either after {hf_mod.PREFIX} for the transformers model, path/to/file.py:build or "
                      "package.module:build)", "model")
+
+
+def named(text: str) -> Model | Alone:
+    """What a point's `model` text names (`cebench.core.config.RESOLVED`): `resolve_model`'s
+    model, or `ALONE` for the loss alone (`NO_MODEL`)."""
+    return ALONE if text == NO_MODEL else resolve_model(text)
+
+
+def of(config: Config) -> Model:
+    """The model `config` holds, resolved where its name entered (ValueError for the loss
+    alone: ask `Config.has_model` first)."""
+    if not config.has_model:
+        raise ValueError("a point of the loss alone has no model")
+    return cast(Model, config.model)
 
 
 def preset_name(text: str) -> str | None:

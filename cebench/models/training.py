@@ -5,9 +5,9 @@ gradients set to None (`zero_grad(set_to_none=True)`), as a user's loop runs it.
 The optimizer is torch.optim's own with its default settings (`adamw-fused`: `fused=True`;
 `adamw-in-backward`: that, stepped for each parameter inside the backward, `InBackward`);
 its state exists from the first (warm-up) step on, so a measured step is a steady-state one.
-`stand_in` is the loss of the body's step (`body_config`): the same step with no
-vocabulary-sized work, whose peak `body_peak_bytes` is, so that the difference is what the
-loss costs inside the model.
+The body's step (`body_config`) is the same step with the hidden variant `(body)` as its
+loss (`cebench.losses.builtin.stand_in`): no vocabulary-sized work, its peak
+`body_peak_bytes`, so that the difference is what the loss costs inside the model.
 """
 from __future__ import annotations
 
@@ -17,27 +17,24 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 
 from cebench.core import devices
 from cebench.core.axes import BY_NAME, MODEL_AXES, SEMANTICS, Checkpointing, Compile, Optimizer, YesNo
 from cebench.core.config import Config
 from cebench.core.errors import UsageError
 from cebench.core.memory import storage_bytes
-from cebench.losses import vocab_shards
+from cebench.losses import variants, vocab_shards
 from cebench.losses.inputs import SEED, labels
 from cebench.losses.workloads import Step, not_finite
 from cebench.models import fsdp, tensor_parallel
+from cebench.models import model as model_mod
 from cebench.models.contract import Built, blocks
-from cebench.models.model import Model, resolve_model
+from cebench.models.model import Model
 from cebench.shims.optim import any_device
 from cebench.shims.torch_names import dynamo_reset, foreach_devices
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
-
-BODY = "(body)"  # the variant name of a body step's point (`body_config`)
-
 
 @dataclass
 class Training:
@@ -94,25 +91,17 @@ def optimizer_state(optimizer: torch.optim.Optimizer | None) -> list[torch.Tenso
 
 
 def body_config(config: Config) -> Config:
-    """The point of `config`'s body step: the stand-in loss (variant `BODY`, no ce_chunk),
-    every loss semantics off but the padding (the targets are the same)."""
+    """The point of `config`'s body step: the stand-in loss (the hidden variant
+    `variants.BODY`, no ce_chunk), every loss semantics off but the padding (the targets are
+    the same)."""
     off: dict[str, Any] = {a.name: a.off for a in SEMANTICS if a.name != "ignore_frac"}  # Config keywords
-    return replace(config, variant=BODY, ce_chunk=None, **off)
+    return replace(config, variant=variants.BODY, ce_chunk=None, **off)
 
 
 def loss_alone(config: Config) -> Config:
     """`config` without its model: the loss alone at the model's vocab and d_model."""
     off: dict[str, Any] = {name: BY_NAME[name].off for name in MODEL_AXES}  # Config keywords
     return replace(config, **off)
-
-
-def stand_in(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ce_chunk: int | None) -> torch.Tensor:
-    """The body step's loss: each row's h · weight[target], summed, over the rows. Its
-    gradients reach h and the weight (a (vocab, d_model) gradient, as any loss's) with work
-    and buffers of N × d_model, none vocabulary-sized. The rows are looked up as an
-    embedding: indexing's backward runs out of place under a dispatch mode (a tracker),
-    which would add a (vocab, d_model) buffer to a prediction that the real step lacks."""
-    return (h * F.embedding(targets.clamp(min=0), weight)).sum() / h.shape[0]
 
 
 def make(config: Config, device: str | torch.device | None = None,
@@ -122,9 +111,9 @@ def make(config: Config, device: str | torch.device | None = None,
     device), parameters drawn with a fixed seed; `model`: its body, head and optimizer as
     `make_model` made them (for the same model, dtype, optimizer and checkpointing), which a
     step of any shape can share; else made here, sharded over `mesh` when given."""
-    device = torch.device(device if device is not None else config.device)
-    built, optimizer = model or make_model(resolve_model(config.model), device, config.torch_dtype, config.optimizer,
-                                           config.activation_checkpointing, devices.get(config.device), mesh,
+    device = torch.device(device if device is not None else config.device.name)
+    built, optimizer = model or make_model(model_mod.of(config), device, config.torch_dtype, config.optimizer,
+                                           config.activation_checkpointing, config.device, mesh,
                                            compiled=config.compile == Compile.BLOCKS)
     meta = devices.is_meta(device)
     gen = torch.Generator(device="cpu" if meta else device).manual_seed(SEED)
@@ -241,17 +230,15 @@ def unsharded_only(config: Config) -> str | None:
     if not config.world.sharded:
         return None
     if config.tp > 1:
-        from cebench.losses import variants
-
         if reason := config.world.beyond:
             return reason
-        if reason := tensor_parallel.unsupported_reason(resolve_model(config.model), config.tp):
+        if reason := tensor_parallel.unsupported_reason(model_mod.of(config), config.tp):
             return reason
         if config.context % config.tp:
             return (f"--tp {config.tp} splits the sequence between the layers (sequence parallelism, as torchtitan): "
                     f"context {config.context} is not a multiple of it")
-        if config.variant != BODY and variants.get(config.variant).compiles:
-            return f"{config.variant} runs on an unsplit head only (--tp 1): cebench compiles no loss on DTensors"
+        if variants.of(config).compiles:
+            return f"{config.variant.name} runs on an unsplit head only (--tp 1): cebench compiles no loss on DTensors"
         if config.compile == Compile.BLOCKS:
             return "compiled blocks run unsplit and unsharded only (--fsdp 1 --tp 1)"
         if config.optimizer == Optimizer.ADAMW_IN_BACKWARD:
@@ -272,7 +259,7 @@ def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Confi
     optimizer = training.optimizer
 
     if config.tp > 1:  # the head weight is split over the vocabulary
-        fn = vocab_shards.stand_in if config.variant == BODY else vocab_shards.form(fn, _on_shards(config))
+        fn = variants.of(config).on_shards(fn)
 
     def loss(h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return fn(h, weight, training.targets, config.ce_chunk, **features)
@@ -301,14 +288,6 @@ def make_step(fn: Callable[..., torch.Tensor], training: Training, config: Confi
         return problem
 
     return Step(lambda: None, run, check)
-
-
-def _on_shards(config: Config) -> bool:
-    """Whether `config`'s loss runs on the vocabulary's shards themselves under --tp (else on
-    the head weight all-gathered: `vocab_shards.form`)."""
-    from cebench.losses import variants
-
-    return variants.of(config).on_vocab_shards is not None
 
 
 def _split_loss(config: Config) -> contextlib.AbstractContextManager[None]:

@@ -15,7 +15,6 @@ matplotlib.use("Agg")  # before pyplot: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 
 from cebench.analyze.anatomy import PARTS, Anatomy  # noqa: E402
-from cebench.core import devices  # noqa: E402
 from cebench.core.axes import Checkpointing, Compile  # noqa: E402
 from cebench.core.units import format_bytes  # noqa: E402
 from cebench.render.explain_plot import CHARS_PER_INCH  # noqa: E402
@@ -28,7 +27,7 @@ COLORS = dict(zip(PARTS, ("tab:gray", "tab:purple", "tab:green", "tab:cyan", "ta
 def label(a: Anatomy) -> str:
     """'chunked · ce_chunk 2,048' or 'dense'."""
     c = a.config
-    return c.variant if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
+    return c.variant.name if c.ce_chunk is None else f"{c.variant} · ce_chunk {c.ce_chunk:,}"
 
 
 def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
@@ -36,7 +35,7 @@ def save(anatomies: Sequence[Anatomy], path: Path) -> Path:
     (`UsageError` when it cannot be written); returns it."""
     c = anatomies[0].config
     top = max(a.peak_bytes for a in anatomies)
-    capacity = devices.get(c.device).capacity_bytes
+    capacity = c.device.capacity_bytes
     unit, scale = memory_unit(max(top, capacity or 0))
     fig, ax = plt.subplots(figsize=(9, 1.9 + 0.55 * len(anatomies)), layout="constrained")
     names = [label(a) for a in anatomies][::-1]

@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from cebench.analyze.compare import loss_share
-from cebench.core import devices
 from cebench.core.axes import STEP_SETTINGS, Checkpointing, Compile
-from cebench.core.config import LOSS
-from cebench.core.targets import BY_NAME
+from cebench.core.config import LOSS, Config
 from cebench.core.timemodel import collectives_note
 from cebench.core.units import format_bytes, format_ms, format_percent
 from cebench.core.world import widest
 from cebench.losses import variants
+from cebench.models import model as model_mod
 from cebench.render.table import Column, Table
 from cebench.store.schema import Status
 
@@ -45,9 +44,9 @@ _COLUMNS: tuple[tuple[str, str, int, Callable[[Fitted], bool] | None], ...] = (
 COLUMN_KEYS: tuple[str, ...] = tuple(key for key, *_ in _COLUMNS)  # every column fit can show (for --columns)
 
 
-def setting_label(config: object, names: tuple[str, ...]) -> str:
+def setting_label(config: Config, names: tuple[str, ...]) -> str:
     """'activation_checkpointing blocks': the values of the step's settings `names` at `config`."""
-    return " · ".join(f"{name} {getattr(config, name)}" for name in names)
+    return " · ".join(f"{name} {config.value(name)}" for name in names)
 
 
 def varied(fitted: Fitted) -> tuple[str, ...]:
@@ -72,7 +71,7 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
     for i, f in enumerate(fits):
         groups.setdefault(setting_label(f.config, names), []).append(i)
     base = variants.baseline(LOSS)
-    columns = [Column(key, heading.format(base=base), right=key != "variant", priority=priority)
+    columns = [Column(key, heading.format(base=base and base.name), right=key != "variant", priority=priority)
                for key, heading, priority, shown in _COLUMNS if shown is None or shown(fitted)]
     kept = (f" less {format_percent(fitted.headroom)} headroom: peaks ≤ {format_bytes(fitted.limit, unit)}"
             if fitted.headroom else "")
@@ -94,7 +93,8 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
             a = alone.get(i)
             r = measured.get(i)
             cells = {
-                "variant": f.config.variant, "ce_chunk": "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}",
+                "variant": f.config.variant.name,
+                "ce_chunk": "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}",
                 "batch": batch, "tokens": f"{f.tokens:,}", "peak_bytes": format_bytes(f.peak_bytes, unit),
                 "of_budget": "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
                 "vs_base": "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×",
@@ -120,7 +120,7 @@ def _unsupported_cells(f: Fit, reasons: list[str], keys: list[str]) -> list[Text
     assert f.unsupported is not None
     if f.unsupported not in reasons:
         reasons.append(f.unsupported)
-    said = {"variant": Text(f.config.variant),
+    said = {"variant": Text(f.config.variant.name),
             "ce_chunk": Text("" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}"),
             "batch": Text("unsupported", style="yellow") + Text(f" [{reasons.index(f.unsupported) + 1}]", style="dim")}
     return [said.get(key, Text("–")) for key in keys]
@@ -131,7 +131,7 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
     whole step) and a named GPU's cuBLAS workspaces; where nothing fits, what would (bytes
     in `unit`, as the table's)."""
     c = fitted.fits[0].config
-    workspaces = " and its cuBLAS workspaces" if devices.get(c.device).workspace_bytes else ""
+    workspaces = " and its cuBLAS workspaces" if c.device.workspace_bytes else ""
     inputs = "the inputs h, weight, targets"
     worlds = [f.config.world for f in fitted.fits if f.config.world.sharded]
     world = widest(worlds)
@@ -146,9 +146,7 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
                  "parameter; max batch is per rank" if worlds else "")
         if world.gpus_per_step > 1:
             ranks += " (under --tp a TP group's ranks share its batch)"
-        from cebench.models.model import resolve_model
-
-        modelled = resolve_model(c.model).modelled_as
+        modelled = model_mod.of(c).modelled_as
         inputs = (f"the whole training step of {c.model} ({modelled}): parameters, gradients, {optimizer} state, "
                   "activations "
                   f"({checkpointing}), the loss{ranks}; loss share: (peak − the same step's with a stand-in loss at "
@@ -158,10 +156,11 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
     if fitted.fastest is not None:
         best = fitted.fits[fitted.fastest]
         chunk = f"chunk {best.config.ce_chunk:,}" if best.config.ce_chunk else ""
-        setting = " · ".join(filter(None, (best.config.variant, chunk, setting_label(best.config, varied(fitted)))))
+        setting = " · ".join(filter(None, (best.config.variant.name, chunk,
+                                           setting_label(best.config, varied(fitted)))))
         per_gpu = " per GPU" if worlds else ""
         # how FSDP's and tensor parallelism's collectives are costed, where either ran
-        talk = "; " + collectives_note(BY_NAME.get(c.device), world) if worlds else ""
+        talk = "; " + collectives_note(c.device.named_card, world) if worlds else ""
         time = (f" {FASTEST} fastest that fits: {setting} at batch {best.batch:,}, "
                 f"{best.tokens_per_s:,.0f} tokens/s{per_gpu} predicted (time: the time model's step time at the max "
                 f"batch, a roofline over the traced ops calibrated on published rows{talk}; cebench targets).")
@@ -184,9 +183,7 @@ def _nothing_fits(fitted: Fitted, unit: str | None) -> str:
     c = predicted[0].config
     ways = ["a shorter --context"]
     if c.has_model:
-        from cebench.models.model import resolve_model
-
-        if (resolve_model(c.model).checkpoints_blocks
+        if (model_mod.of(c).checkpoints_blocks
                 and any(f.config.activation_checkpointing != Checkpointing.BLOCKS for f in predicted)):
             ways.append("--activation-checkpointing blocks")
         ways.append("--fsdp N (per rank)")

@@ -37,7 +37,7 @@ def _cell(checks: list[LossCheck]) -> Text:
         return Text("pass", style="green")
     if any(c.outcome == NO_TARGET for c in checks):
         return Text("n/a", style="dim")
-    return Text("skip" if any(skipped(c) for c in checks) else "–", style="dim")
+    return Text("skip" if any(c.skipped for c in checks) else "–", style="dim")
 
 
 def matrix_table(checks: list[LossCheck], settings: list[Setting], dtype: str) -> Table:
@@ -145,14 +145,9 @@ def failures_text(losses: list[LossCheck], samplers: list[SamplerCheck]) -> str:
                      + [f"{c.variant}'s draws" for c in samplers if c.passed is False])
 
 
-def skipped(check: LossCheck) -> bool:
-    """Whether `check` did not run: Triton's interpreter cannot run it (neither passed nor failed)."""
-    return check.outcome == "interpreter"
-
-
 def skips_text(losses: list[LossCheck]) -> str:
     """What was `skipped`, per variant and setting (`_by_setting`); '' when nothing was."""
-    return "; ".join(_by_setting(losses, skipped))
+    return "; ".join(_by_setting(losses, lambda c: c.skipped))
 
 
 def sampler_table(checks: list[SamplerCheck]) -> Table:
@@ -176,7 +171,7 @@ def shown_table(checks: list[LossCheck], details: bool) -> Table | None:
     from cebench.analyze.verify import NO_TARGET
 
     shown = [c for c in checks if not c.case.edge and (details or c.passed is False or c.warned
-                                                       or skipped(c) or c.outcome == NO_TARGET)]
+                                                       or c.skipped or c.outcome == NO_TARGET)]
     return detail_table(shown, "Every setting" if details else "Failures, skips and warnings") if shown else None
 
 

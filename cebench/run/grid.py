@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cebench.core import devices
 from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpointing, Role, parse_world, split
-from cebench.core.config import LOGITS, LOSS, SAMPLE, WORKLOADS, Config
+from cebench.core.config import ALONE, LOGITS, LOSS, SAMPLE, WORKLOADS, Config
+from cebench.core.devices import Device
 from cebench.core.errors import UsageError
 from cebench.core.memory import BYTES_LIMIT
 from cebench.core.world import NAMES as DEGREES
 from cebench.core.world import REMAINDER, World
 from cebench.engine import support
 from cebench.losses import variants
-from cebench.models.model import resolve_model
+from cebench.losses.variants import Variant
+from cebench.models.model import Model, resolve_model
 
 
 def check_temperature(temperature: float) -> float:
@@ -38,17 +40,18 @@ def parse_names(text: str, known: list[str], param: str) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def select_variants(variant: str | None, workload: str | None, device: str | None = None) -> tuple[str, ...]:
-    """Variant and workload texts → variant names. Without `variant`: the default variants
-    of the chosen workloads (default: loss). A variant is a variant name, a user's
+def select_variants(variant: str | None, workload: str | None, device: str | None = None) -> tuple[Variant, ...]:
+    """Variant and workload texts → the variants they name, resolved (where a variant's name
+    enters). Without `variant`: the default variants of the chosen workloads (default: loss)
+    on a device of kind `device`. A variant is a variant name, a user's
     ``module:function`` or ``file.py:function``, or either with ``-compiled`` appended;
     variants named explicitly must belong to the chosen workloads."""
     workloads = parse_names(workload, list(WORKLOADS), "workload") if workload is not None else None
     if variant is None:
-        return tuple(dict.fromkeys(n for w in (workloads or (LOSS,)) for n in variants.defaults(w, device)))
-    chosen = tuple(dict.fromkeys(variants.resolve(part).name for part in split(variant, "variant")))
+        return tuple(dict.fromkeys(v for w in (workloads or (LOSS,)) for v in variants.defaults(w, device)))
+    chosen = tuple(dict.fromkeys(variants.resolve(part) for part in split(variant, "variant")))
     if workloads is not None:
-        stray = [n for n in chosen if not set(variants.get(n).workloads) & set(workloads)]
+        stray = [v.name for v in chosen if not set(v.workloads) & set(workloads)]
         if stray:
             raise UsageError(f"{', '.join(stray)} is not a {'/'.join(workloads)} variant", "variant")
     return chosen
@@ -56,17 +59,19 @@ def select_variants(variant: str | None, workload: str | None, device: str | Non
 
 @dataclass(frozen=True)
 class Grid:
-    """The cartesian grid of a sweep: the values of every axis (`AXES` name → values).
+    """The cartesian grid of a sweep: the values of every axis (`AXES` name → values; a
+    model by its name, `models` holding it resolved), the variants and the device, resolved.
     Axes that apply to chunked variants only (`ce_chunk`) expand those alone; the other
     variants are measured once per shape. `grid.batch` etc. read `values`."""
 
-    variants: tuple[str, ...]
-    device: str
+    variants: tuple[Variant, ...]
+    device: Device
     values: Mapping[str, tuple]
     temperature: float = 0.9
     model_own: tuple[str, ...] = ()  # the axes each point's model decides (`Axis.model_sets`, `model_default`)
     workloads: tuple[str, ...] = ()  # the workloads chosen (empty: each variant's own)
     gpus: tuple[int, ...] = ()  # worlds of these many ranks only (`--gpus`; empty: every combination of degrees)
+    models: Mapping[str, Model] = field(default_factory=dict)  # each model of `values` by its name, resolved
 
     def __getattr__(self, name: str) -> tuple:
         values = self.__dict__.get("values", {})
@@ -78,16 +83,15 @@ class Grid:
         """This grid without the variants that cannot run on its device here, and why each
         of those cannot (name → reason). With `smoke`, user variants are smoke-tested on a
         tiny problem first (`UsageError` when one breaks the contract)."""
-        reasons = {n: r for n in self.variants if (r := support.variant_reason(n, devices.get(self.device)))}
+        reasons = {v.name: r for v in self.variants if (r := support.variant_reason(v, self.device))}
         if smoke:
             variants.smoke_test(self.variants, self.device)
-        return replace(self, variants=tuple(n for n in self.variants if n not in reasons)), reasons
+        return replace(self, variants=tuple(v for v in self.variants if v.name not in reasons)), reasons
 
-    def runs(self, name: str) -> list[str]:
-        """The workloads variant `name` has points of: each chosen workload it has
+    def runs(self, variant: Variant) -> list[str]:
+        """The workloads `variant` has points of: each chosen workload it has
         (`Variant.workloads`; none chosen: its own)."""
-        base = variants.get(name)
-        return [w for w in self.workloads or (base.workload,) if w in base.workloads]
+        return [w for w in self.workloads or (variant.workload,) if w in variant.workloads]
 
     def expand(self) -> list[Config]:
         """Every point, grouped by shape so that the variants of one shape are adjacent
@@ -102,22 +106,22 @@ class Grid:
         chunked = [a for a in AXES if a.chunked_only]
         points: dict[Config, None] = {}
         for combo in itertools.product(*(self.values[a.name] for a in order)):
-            shape = dict(zip((a.name for a in order), combo, strict=True))
+            shape: dict[str, Any] = dict(zip((a.name for a in order), combo, strict=True))
             if self.gpus and World.of(shape).size not in self.gpus:
                 continue
-            if shape["model"] != NO_MODEL:  # the model's vocab and d_model, whatever the grid lists
-                model = resolve_model(shape["model"])
+            model = self.models.get(shape["model"])
+            if model is not None:  # the model's vocab and d_model, whatever the grid lists
                 shape.update({name: getattr(model, name) for name in self.model_own})
-            for name in self.variants:
-                base = variants.get(name)
-                for workload in self.runs(name):
+            shape["model"] = model or ALONE
+            for base in self.variants:
+                for workload in self.runs(base):
                     variant = base.on(workload)
                     own = shape if workload != SAMPLE else {**shape, **{a.name: a.off for a in SEMANTICS}}
                     if workload == LOGITS:
                         own = {**own, "d_model": 0}
                     per_chunk = [self.values[a.name] if variant.chunked else (None,) for a in chunked]
                     for extra in itertools.product(*per_chunk):
-                        points[Config(variant=name, workload=workload, device=self.device,
+                        points[Config(variant=base, workload=workload, device=self.device,
                                       temperature=self.temperature, **own,
                                       **dict(zip((a.name for a in chunked), extra, strict=True)))] = None
         return list(points)
@@ -154,13 +158,13 @@ def _worlds(text: str | None, values: dict[str, tuple], given: Mapping[str, str 
     return gpus
 
 
-def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str]) -> None:
+def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str]) -> dict[str, Model]:
     """Check the grid's parsed `values` (`given`: the options' texts) against the rules each
     axis declares (`Axis.requires`, `model_sets`, `model_default`, `without_model`,
     `Role.STEP`), and fill in what a model decides: with a model, each model resolved
     (`UsageError` for a bad one), vocab and d_model its own, its softcap too unless given, the
     loss workload alone; an axis whose `requires` is off everywhere takes its own `off` value
-    (a value given for it is a `UsageError`)."""
+    (a value given for it is a `UsageError`). The models resolved, by name."""
     for axis in AXES:
         if axis.requires is not None:
             needed = BY_NAME[axis.requires[0]]
@@ -168,13 +172,13 @@ def _check_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
                 if given.get(axis.name) is not None and any(not axis.is_off(v) for v in values[axis.name]):
                     raise UsageError(f"{axis.requires[1]}: give {needed.flag} too", axis.name)
                 values[axis.name] = (axis.off,)
-    models = [m for m in values["model"] if m != NO_MODEL]
-    if models:
-        _model_rules(values, given, samplers, models)
+    names = [m for m in values["model"] if m != NO_MODEL]
+    models = _model_rules(values, given, samplers, names) if names else {}
     for axis in AXES:
         if axis.role is Role.STEP and samplers and any(not axis.is_off(v) for v in values[axis.name]):
             raise UsageError(f"needs the loss workload: the sample workload ({samplers[0]}) has no graph and no "
                              "gradients (use --workload loss)", axis.name)
+    return models
 
 
 def _logits_rules(values: dict[str, tuple], given: Mapping[str, str | None], only: bool) -> None:
@@ -190,9 +194,10 @@ def _logits_rules(values: dict[str, tuple], given: Mapping[str, str | None], onl
 
 
 def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samplers: list[str],
-                 models: list[str]) -> None:
+                 models: list[str]) -> dict[str, Model]:
     """`_check_rules` with `models` in the grid: their vocab and d_model set in `values`, and
-    the models by their canonical names (`cebench.models.model.canonical_name`)."""
+    the models by their canonical names (`cebench.models.model.canonical_name`), each resolved
+    here (where a model's name enters): returned by that name."""
     for axis in AXES:
         if axis.model_sets and given.get(axis.name) is not None:
             raise UsageError("is the model's own with --model (cebench models shows it)", axis.name)
@@ -210,6 +215,7 @@ def _model_rules(values: dict[str, tuple], given: Mapping[str, str | None], samp
                          "checkpoints its own", "activation_checkpointing")
     for axis in _model_own(given):  # the model's own attribute of the axis's name
         values[axis.name] = tuple(dict.fromkeys(getattr(m, axis.name) for m in resolved))
+    return {m.name: m for m in resolved}
 
 
 def _model_own(given: Mapping[str, str | None]) -> list[Axis]:
@@ -271,24 +277,26 @@ class GridOptions:
         return GridOptions(**{**self.axes, "variant": self.variant, "workload": self.workload,
                               "temperature": self.temperature, "gpus": self.gpus, **changes})
 
-    def grid(self, device: str) -> Grid:
-        """The grid for `device` ('cpu', 'cuda' or a named GPU target); unset axes take the
-        defaults of its kind; each axis's rules are checked (`_check_rules`)."""
-        kind = devices.get(device).kind
+    def grid(self, device: Device | str) -> Grid:
+        """The grid for `device` (a `Device`, or the name of one: 'cpu', 'cuda' or a named GPU
+        target); unset axes take the defaults of its kind; each axis's rules are checked
+        (`_check_rules`)."""
+        device = devices.get(device) if isinstance(device, str) else device
+        kind = device.kind
         values = {a.name: a.values(self.axes.get(a.name), kind) for a in AXES}
         chosen = parse_names(self.workload, list(WORKLOADS), "workload") if self.workload is not None else ()
         grid = Grid(variants=select_variants(self.variant, self.workload, kind), device=device, values=values,
                     temperature=check_temperature(self.temperature), workloads=chosen)
-        samplers = [n for n in grid.variants if variants.get(n).workload == SAMPLE]
-        runs = {w for n in grid.variants for w in grid.runs(n)}  # the workloads the grid has points of
+        samplers = [v.name for v in grid.variants if v.workload == SAMPLE]
+        runs = {w for v in grid.variants for w in grid.runs(v)}  # the workloads the grid has points of
         if LOGITS in runs:
             _logits_rules(values, self.axes, only=runs == {LOGITS})
         gpus = _worlds(self.gpus, values, self.axes)
-        _check_rules(values, self.axes, samplers)
+        models = _check_rules(values, self.axes, samplers)
         if gpus:
             grid = replace(grid, gpus=gpus)
-        if any(m != NO_MODEL for m in values["model"]):
-            grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)))
+        if models:
+            grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)), models=models)
         logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4
         if logits >= BYTES_LIMIT:
             raise UsageError(f"the full fp32 logits would take {logits:,} bytes, beyond what any machine or a "

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cebench.core.devices import HOST, Device
 from cebench.core.errors import UsageError, describe
 from cebench.core.guard import NO_LIMIT_S
 from cebench.shims.process import let_go_of_forkserver
@@ -45,12 +46,12 @@ JOIN_S = 10.0  # how long a child that sent its answer may take to exit before i
 class Child:
     """What a child needs to stand where its parent stands: the `--variant` values to
     resolve again (a user's variants live only in the process that loaded them), the
-    intra-op thread count, and the index of the `device` (a `devices` name) to select
-    (None: leave the default)."""
+    intra-op thread count, and the index of the `device` to select (None: leave the
+    default)."""
 
     specs: tuple[str, ...] = ()
     threads: int | None = None
-    device: str = "cpu"
+    device: Device = HOST
     device_index: int | None = None
 
 
@@ -70,7 +71,6 @@ def setup(child: Child) -> None:
     """Bring this process to where the parent stood (see `Child`). torch is imported only
     to set the thread count (or by what the rest needs): a child that does not use it does
     not pay its seconds of start-up."""
-    from cebench.core import devices
     from cebench.losses import variants
 
     if child.threads is not None:
@@ -78,7 +78,7 @@ def setup(child: Child) -> None:
 
         torch.set_num_threads(child.threads)
     if child.device_index is not None:
-        devices.get(child.device).select(child.device_index)
+        child.device.select(child.device_index)
     for spec in child.specs:
         variants.resolve(spec)
 

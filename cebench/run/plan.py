@@ -48,9 +48,9 @@ def steps(warmup: int, repeats: int) -> int:
 
 def nominal_cost_s(config: Config, warmup: int, repeats: int) -> float:
     """The nominal seconds one point takes (see `NOMINAL_COMPILE_S`), for balancing shards."""
-    compiles = variants.get(config.variant).compiles + (config.compile == Compile.BLOCKS)
+    compiles = variants.own(config).compiles + (config.compile == Compile.BLOCKS)
     compile_s = NOMINAL_COMPILE_S * compiles
-    return steps(warmup, repeats) * matmul_flops(config) / devices.get(config.device).nominal_flops + compile_s
+    return steps(warmup, repeats) * matmul_flops(config) / config.device.nominal_flops + compile_s
 
 
 @dataclass(frozen=True)
@@ -84,14 +84,13 @@ def grid_id(points: Sequence[Config]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def matmul_rate(device: str, dtype: str) -> float:
-    """FLOP/s a square matmul (`Device.rate_probe_size`) reaches on `device` in `dtype`
+def matmul_rate(d: devices.Device, dtype: str) -> float:
+    """FLOP/s a square matmul (`Device.rate_probe_size`) reaches on device `d` in `dtype`
     now (median of 3 after one warm-up)."""
     import torch
 
     from cebench.core.config import torch_dtype
 
-    d = devices.get(device)
     n = d.rate_probe_size(dtype)
     a = torch.randn(n, n, device=d.name).to(torch_dtype(dtype))
     times = [d.time_once(lambda: a @ a) for _ in range(4)][1:]

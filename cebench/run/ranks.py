@@ -143,13 +143,12 @@ class _Failed:
     error: str
 
 
-def _joined(store: str, rank: int, world: World, device: str, fn: Callable[..., Any], *args: Any) -> Any:
+def _joined(store: str, rank: int, world: World, kind: devices.Device, fn: Callable[..., Any], *args: Any) -> Any:
     """In rank `rank`: join the process group of `world`'s ranks at `store` through `device`'s
     backend, and return `fn(mesh, *args)` (`mesh`: `world`'s, `tensor_parallel.world_mesh`), or
     `_Failed` when anything raises."""
     import torch.distributed as dist
 
-    kind = devices.get(device)
     try:
         dist.init_process_group(kind.backend(), init_method=store, rank=rank, world_size=world.size)
         value = fn(tensor_parallel.world_mesh(kind.kind, world), *args)

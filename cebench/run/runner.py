@@ -19,17 +19,19 @@ from typing import TYPE_CHECKING
 
 from cebench.core import devices
 from cebench.core.config import Compile, Config, Settings
+from cebench.core.devices import Device
 from cebench.core.errors import UsageError, describe, said
 from cebench.core.memory import MemoryReading
 from cebench.engine import support
 from cebench.engine.trace import count_flops
 from cebench.losses import inputs as inputs_mod
 from cebench.losses import variants
+from cebench.losses.variants import Variant
 from cebench.losses.workloads import make_step
 from cebench.measure import limits
 from cebench.measure.timing import Timing, time_steps
+from cebench.models import model as model_mod
 from cebench.models import training
-from cebench.models.model import resolve_model
 from cebench.run import isolate, ranks
 from cebench.run.isolate import Child
 from cebench.store.schema import Result, Status
@@ -56,14 +58,14 @@ class _Measured:
 def _measure(config: Config, settings: Settings, mesh: DeviceMesh | None = None) -> _Measured:
     """`config`'s step: warm-up, memory pass, timing pass; a model sharded over `mesh` when
     given (in one of its ranks: `_rank`)."""
-    fn = variants.of(config).build() if config.variant != training.BODY else training.stand_in
+    fn = variants.of(config).build()
     if config.has_model:
         state = training.make(config, mesh=mesh)
         step, live = training.make_step(fn, state, config), state.tensors
     else:
         inputs = inputs_mod.make(config)
         step, live = make_step(fn, inputs, config), inputs.tensors
-    device = devices.get(config.device)
+    device = config.device
     first_ms, problems = 0.0, []
     with warnings.catch_warnings(record=True) as caught:  # the warm-up's warnings: what the row says it did
         warnings.simplefilter("always")
@@ -84,20 +86,20 @@ def _measure(config: Config, settings: Settings, mesh: DeviceMesh | None = None)
     return _Measured(memory, timing, first_ms, said(caught))
 
 
-# A body step's peak and median ms (None: it failed), by its point, model, settings and threads.
+# A body step's peak and median ms (None: it failed), by its point (its model the resolved one), settings and threads.
 _BODY: dict[tuple[object, ...], tuple[int, float] | None] = {}
 
 
 def _body_key(config: Config, settings: Settings, threads: int | None) -> tuple[object, ...]:
     """The key in `_BODY` of `config`'s body step (`training.body_config`) at `threads` intra-op threads."""
-    return training.body_config(config), resolve_model(config.model), settings, threads
+    return training.body_config(config), settings, threads
 
 
 def _model_columns(result: Result, config: Config, settings: Settings) -> None:
     """A model row's n_params, step_peak_bytes, and body_peak_bytes and body_time_ms from
     its body step (`training.body_config`), measured once per process (a sharded one by
     the point's ranks, `sharded`)."""
-    result.n_params = resolve_model(config.model).n_params
+    result.n_params = model_mod.of(config).n_params
     result.step_peak_bytes = result.peak_bytes
     body = training.body_config(config)
     key = _body_key(config, settings, result.threads)
@@ -107,7 +109,7 @@ def _model_columns(result: Result, config: Config, settings: Settings) -> None:
             _BODY[key] = measured.memory.peak_bytes, measured.timing.median_ms
         except Exception:  # the loss's row stands; its body columns stay empty
             _BODY[key] = None
-        devices.get(config.device).free_cache()
+        config.device.free_cache()
     measured_body = _BODY[key]
     if measured_body is not None:
         result.body_peak_bytes, result.body_time_ms = measured_body
@@ -117,8 +119,8 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
     """An ok row's measured columns from `outcome`, and its `flops` (and `tflops_per_s`),
     counted in this process."""
     memory, timing, first_ms = outcome.memory, outcome.timing, outcome.first_ms
-    variant = variants.get(config.variant)
-    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device), outcome.said, memory.note)))
+    variant = variants.own(config)
+    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device.kind), outcome.said, memory.note)))
     result.peak_bytes, result.base_bytes = memory.peak_bytes, memory.base_bytes
     result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
     result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
@@ -144,7 +146,7 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     None where that failed). A sharded point (`World.sharded`) is measured by its ranks
     (`sharded`), set up as `child` (default: this process's threads and the point's device;
     a user's variant needs its spec there), waiting at most `timeout_s` seconds (None: for ever)."""
-    device = devices.get(config.device)
+    device = config.device
     if config.world.sharded:
         return sharded(config, settings, child or Child(device=config.device), timeout_s, device.model_name())
     result = Result.blank(config, device.model_name())
@@ -183,7 +185,7 @@ def _rank(mesh: DeviceMesh, config: Config, settings: Settings, body: bool) -> _
     """One rank's part of a sharded point (`ranks.launch` calls it): its step sharded over
     `mesh`, then, with `body`, its body step's (a failure of which leaves it None, as
     unsharded; the ranks fail alike, for they run the same step)."""
-    device = devices.get(config.device)
+    device = config.device
     measured = _measure(config, settings, mesh)
     device.free_cache()
     body_measured = None
@@ -227,7 +229,7 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
     top = max(done, key=lambda r: r.step.memory.peak_bytes)  # the first of the highest: the lowest rank
     peaks = [r.step.memory.peak_bytes for r in done]
     by_rank = "" if len(set(peaks)) == 1 else "peak by rank: " + ", ".join(f"{p:,} B" for p in peaks)
-    shared = devices.get(config.device).ranks_note(config.world.size)
+    shared = config.device.ranks_note(config.world.size)
     memory = replace(top.step.memory, note="; ".join(filter(None, (top.step.memory.note, by_rank, shared))))
     _fill(result, config, replace(done[0].step, memory=memory))
     if key not in _BODY:
@@ -238,8 +240,9 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
     return result
 
 
-def smoke_test_isolated(names: tuple[str, ...], device: str, child: Child, timeout_s: float | None) -> dict[str, str]:
-    """`variants.smoke_test` of each user variant among `names`, each in a fresh process
+def smoke_test_isolated(chosen: tuple[Variant, ...], device: Device, child: Child,
+                        timeout_s: float | None) -> dict[str, str]:
+    """`variants.smoke_test` of each user variant among `chosen`, each in a fresh process
     (`isolate.call`): `UsageError` when one breaks the contract, as in-process; one that
     kills its process or outlives `timeout_s` is returned (name → how), for its points to
     fail in isolation as their rows say, rather than ending the sweep. Unguarded there: its
@@ -247,12 +250,12 @@ def smoke_test_isolated(names: tuple[str, ...], device: str, child: Child, timeo
     not a `UsageError` about cebench's own process."""
     crashed = {}
     unguarded = functools.partial(variants.smoke_test, guarded=False)
-    for name in variants.untrusted(names, device):
-        outcome = isolate.call(unguarded, ((name,), device), child, timeout_s)
+    for variant in variants.untrusted(chosen, device):
+        outcome = isolate.call(unguarded, ((variant,), device), child, timeout_s)
         if outcome.usage:
             raise UsageError(outcome.error)
         if outcome.status != Status.OK:
-            crashed[name] = outcome.error
+            crashed[variant.name] = outcome.error
     return crashed
 
 
@@ -262,7 +265,7 @@ def isolated(child: Child, settings: Settings, timeout_s: float | None) -> Calla
     its process or outlives the timeout becomes an `error` or `timeout` row. The matmul
     floor is calibrated once per shape, in a process of its own, and handed to the points.
     Nothing here touches CUDA: a GPU's name comes from a child."""
-    names: dict[str, str] = {"cpu": devices.get("cpu").model_name()}
+    names: dict[Device, str] = {devices.HOST: devices.HOST.model_name()}
     floors: dict[tuple[object, ...], float | None] = {}
 
     def measure(point: Config) -> Result:

@@ -299,7 +299,7 @@ def writable(path: Path) -> None:
 
 def point_key(config: Config) -> tuple[str, ...]:
     """`config`'s `KEY_COLUMNS` as their CSV cells."""
-    return tuple(str(cell(getattr(config, c))) for c in KEY_COLUMNS)
+    return tuple(str(cell(config.value(c))) for c in KEY_COLUMNS)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from cebench.core import generated
 from cebench.core.axes import AXES
 from cebench.core.axes import BY_NAME as AXES_BY_NAME
+from cebench.core.errors import joined
 
 if TYPE_CHECKING:
     from cebench.core.config import Config
@@ -312,11 +313,15 @@ class Result(_Columns):
     milliseconds (`compile_s` seconds); None is an empty cell (a measurement that was not
     taken, or `ce_chunk` of a non-chunking variant). Built with keywords only."""
 
+    def add_note(self, *parts: str | None) -> None:
+        """Add `parts` (those that say something) to the row's note, after what it says (`joined`)."""
+        self.note = joined(self.note, *parts)
+
     @classmethod
     def blank(cls, config: Config, device_name: str) -> Result:
         """A row for `config` with status ok, its reference quantities and environment
         filled in, and every measurement empty."""
-        config_values = {c.name: getattr(config, c.name) for c in DECLARED if c.source == "config"}
+        config_values = {c.name: config.value(c.name) for c in DECLARED if c.source == "config"}
         return cls(**config_values, **run_values(device_name))  # type: ignore[arg-type]
 
 
