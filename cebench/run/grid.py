@@ -13,7 +13,6 @@ from cebench.core.axes import AXES, BY_NAME, NO_MODEL, SEMANTICS, Axis, Checkpoi
 from cebench.core.config import ALONE, LOGITS, LOSS, SAMPLE, WORKLOADS, Config
 from cebench.core.devices import Device
 from cebench.core.errors import UsageError
-from cebench.core.memory import BYTES_LIMIT
 from cebench.core.world import NAMES as DEGREES
 from cebench.core.world import REMAINDER, World
 from cebench.engine import support
@@ -297,12 +296,7 @@ class GridOptions:
             grid = replace(grid, gpus=gpus)
         if models:
             grid = replace(grid, model_own=tuple(a.name for a in _model_own(self.axes)), models=models)
-        logits = max(values["batch"]) * max(values["context"]) * max(values["vocab"]) * 4
-        if logits >= BYTES_LIMIT:
-            raise UsageError(f"the full fp32 logits would take {logits:,} bytes, beyond what any machine or a "
-                             "results CSV can hold", "batch × context × vocab")
-        weight = max(values["vocab"]) * max(values["d_model"]) * 4
-        if weight >= BYTES_LIMIT:
-            raise UsageError(f"the fp32 weight would take {weight:,} bytes, beyond what any machine can hold",
-                             "vocab × d_model")
+        beyond = support.too_large(*(max(values[n]) for n in ("batch", "context", "vocab", "d_model")))
+        if beyond is not None:
+            raise UsageError(*beyond)
         return grid
