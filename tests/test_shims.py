@@ -13,6 +13,7 @@ import torch
 
 from cebench import shims
 from cebench.core.patched import MovedError, Replaced
+from cebench.core.version import TORCH_CHECKED, TORCH_RANGE, checked_releases, torch_release
 
 PACKAGE = Path(__file__).resolve().parent.parent / "cebench"
 ALLOWED = ("core", "shims", "vendor")  # where private names may be read; vendor is the system under test
@@ -62,6 +63,13 @@ def test_every_shim_module_says_what_it_was_checked_with_and_why():
         assert all(r.why for r in declared), module
         if module.startswith(shims.__name__):
             assert shims.checked()[module], f"{module} has no CHECKED"
+
+
+def test_the_shims_were_checked_with_both_ends_of_the_supported_range():
+    """`TORCH_CHECKED`, which every shim's `CHECKED` names, holds a release of each end of
+    `TORCH_RANGE` (what CI runs)."""
+    assert set(TORCH_RANGE) <= {torch_release(r) for r in TORCH_CHECKED}
+    assert checked_releases((2, 9)) == tuple(r for r in TORCH_CHECKED if not r.startswith("2.8."))
 
 
 def _sources() -> list[tuple[Path, ast.Module]]:

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 from cebench.shims.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_frames, dynamo_reset
 
 if TYPE_CHECKING:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": TORCH_CHECKED}
 CODECACHE = Replaced("torch._inductor.codecache.PyCodeCache", ("load_by_key_path",),
                      "the modules inductor writes, loaded fresh with cebench's kernels and buffers on meta")
 ASYNC_COMPILE = Replaced("torch._inductor.async_compile.AsyncCompile", ("cpp_pybinding", "cpp", "triton", "wait"),
