@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
+import types
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,18 @@ def test_an_instance_s_read_is_checked_among_what_its_constructor_sets(monkeypat
         torch_names.schema(object())
     with pytest.raises(ValueError, match="torch._ops.OpOverload: _name is not declared as read"):
         torch_names.OVERLOAD.of(torch.ops.aten.add.Tensor, "_name")
+
+
+def test_a_module_inductor_wrote_is_refused_where_its_header_binds_no_name_cebench_sets():
+    """A release whose wrapper header no longer binds `empty_strided_cpu` fails, naming it,
+    rather than leaving its buffers off meta."""
+    from cebench.shims.inductor import WRAPPER
+
+    written = types.ModuleType("written")
+    written.torch = torch
+    with pytest.raises(MovedError, match=r"replaces written\.empty_strided_cpu, which this environment"):
+        WRAPPER.set_on(written, {"empty_strided_cpu": None, "torch": torch})
+    assert written.torch is torch
 
 
 def test_a_replacement_restores_exactly_and_refuses_what_it_does_not_declare():
