@@ -71,6 +71,14 @@ def test_the_canary_names_a_read_a_release_removed_and_reading_it_raises_moved_e
         torch_names.storage_uses(torch.ones(1).untyped_storage())
 
 
+def test_the_canary_names_a_read_of_the_core(monkeypatch):
+    """A core module's read (inductor's C++ compiler, `devices.CPP_BUILDER`) is named too, by
+    the module alone: the core has no `CHECKED`."""
+    assert shims.moved() == []  # every owner imported while the name is there (inductor imports it)
+    monkeypatch.delattr(importlib.import_module("torch._inductor.cpp_builder"), "get_cpp_compiler")
+    assert shims.moved() == ["torch._inductor.cpp_builder.get_cpp_compiler (declared in cebench.core.devices)"]
+
+
 def test_an_instance_s_read_is_checked_among_what_its_constructor_sets(monkeypatch):
     """An op overload's schema is set by its constructor: a release whose constructor sets it
     no more is named, and reading it off an overload raises `MovedError`; off an object that

@@ -180,8 +180,8 @@ class Read(Declared):
     """A declared read of private names: `get` reads one of `owner` (a module or a class), once;
     `of` reads one of an object (an `owner`) each time. Where this environment lacks it, either
     raises `MovedError` naming it and the releases it was checked with. Names of an instance
-    (`instance`: an op overload's schema, which no check can make) are checked among those its
-    class's constructor sets."""
+    (`instance`: an op overload's schema) are checked among those its class's constructor sets:
+    the canary cannot make such an instance."""
 
     _values: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 

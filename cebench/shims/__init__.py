@@ -46,10 +46,12 @@ def checked() -> dict[str, dict[str, tuple[str, ...]]]:
 
 
 def moved() -> list[str]:
-    """'owner.name (module; checked with …)' for every declared target this environment lacks."""
+    """'owner.name (module; checked with …)' for every declared target this environment lacks (a
+    core module, which has no `CHECKED`: 'owner.name (module)')."""
     found = []
     releases = checked()
     for module, declared in inventory().items():
         seen = ", ".join(f"{d} {' '.join(r)}" for d, r in releases[module].items())
-        found += [f"{name} (declared in {module}; checked with {seen})" for r in declared for name in r.moved()]
+        where = f"declared in {module}; checked with {seen}" if seen else f"declared in {module}"
+        found += [f"{name} ({where})" for r in declared for name in r.moved()]
     return found
