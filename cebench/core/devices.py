@@ -25,12 +25,15 @@ from cebench.core import targets as targets_mod
 from cebench.core.errors import UsageError
 from cebench.core.memory import MemoryReading, allocation_events, round_up, running_peak, storage_bytes
 from cebench.core.named import ByName
+from cebench.core.patched import Read
 
 if TYPE_CHECKING:
     import torch
 
 
 RANKS_PER_CORE = 4  # ranks of a CPU sweep a core at most (`CPU.ranks_reason`)
+CPP_BUILDER = Read("torch._inductor.cpp_builder", ("get_cpp_compiler",),
+                   "the C++ compiler inductor builds a CPU step's kernels with (`CPU.compile_unsupported_reason`)")
 
 
 def host_cores() -> int:
@@ -283,9 +286,7 @@ class CPU(Device):
         return MemoryReading(base, base + running_peak(sizes), self.mem_method, net_bytes=sum(sizes))
 
     def compile_unsupported_reason(self) -> str | None:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-
-        compiler = get_cpp_compiler()
+        compiler = CPP_BUILDER.get("get_cpp_compiler")()
         if shutil.which(compiler) is None:
             return f"torch.compile on CPU needs a C++ compiler ('{compiler}' not found)"
         return None

@@ -1,33 +1,40 @@
 """Attributes replaced for the duration of a block, restored exactly as they were when the
-block ends, and the declaration every such replacement is made through (`Replaced`).
+block ends, and the declarations every such replacement (`Replaced`) and every read of a
+private name (`Read`) is made through.
 
 A replacement is of something that exists: a name its owner does not have (a release that
 renamed or removed it) raises `MovedError` naming it, rather than adding an attribute that
 nothing reads and letting a prediction quietly change. A name added on purpose (a CUDA
 function a CPU build of torch lacks) is declared in `added`.
 
-Every replacement of a third-party object is declared as a `Replaced` in
-`cebench.shims` (or, below it, in `cebench.core`), which lists them all
+A read is resolved once where it is a module's or a class's (`Read.get`), and read off the
+object where it is an instance's (`Read.of`); a name this release lacks raises `MovedError`
+naming it and the releases it was checked with, not a bare AttributeError.
+
+Every replacement of a third-party object and every read of a private torch name is
+declared in `cebench.shims` (or, below it, in `cebench.core`), which lists them all
 (`cebench.shims.inventory`) for the canary test: on a release that moved a target it
 fails once, naming it.
 """
 from __future__ import annotations
 
 import contextlib
+import dis
 import importlib
 import importlib.metadata
 import importlib.util
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from cebench.core.version import torch_release
+from cebench.core.version import checked_releases, torch_release
 
 _ABSENT = object()  # the owner had no attribute of its own by that name (it inherited one, or none)
 
 
 class MovedError(RuntimeError):
-    """cebench replaces an attribute that this release of torch, Triton or a peer no longer has."""
+    """cebench replaces or reads an attribute that this release of torch, Triton or a peer no longer has."""
 
 
 def owner_name(owner: Any) -> str:
@@ -46,11 +53,15 @@ def refuse_moved(owner: Any, names: Collection[str], added: Collection[str] = ()
     """`MovedError` naming each of `names` (but those in `added`) that `owner` lacks."""
     gone = missing(owner, [name for name in names if name not in added])
     if gone:
-        versions = ", ".join(f"{d} {importlib.metadata.version(d)}" for d in ("torch", "triton")
-                             if importlib.util.find_spec(d) is not None)
         raise MovedError(f"cebench replaces {', '.join(f'{owner_name(owner)}.{n}' for n in gone)}, which this "
-                         f"environment ({versions}) does not have: a release moved it; the prediction would be "
+                         f"environment ({_environment()}) does not have: a release moved it; the prediction would be "
                          f"wrong, so it stops here")
+
+
+def _environment() -> str:
+    """The releases of torch and Triton installed: 'torch 2.13.0+cpu, triton 3.9.0'."""
+    return ", ".join(f"{d} {importlib.metadata.version(d)}" for d in ("torch", "triton")
+                     if importlib.util.find_spec(d) is not None)
 
 
 @contextlib.contextmanager
@@ -92,24 +103,56 @@ def resolve(path: str) -> Any:
 
 
 @dataclass(frozen=True)
-class Replaced:
-    """A declared replacement: the names cebench may replace on `owner` (a dotted path, or for
-    instances or classes found at run time, the class whose attributes they are), why, the
-    names it adds on purpose, and the distribution whose presence it needs (None: torch, always
-    there). Called with replacements, it replaces them for a block (`patched`), on `on` where
-    given (an instance or a subclass of `owner` found at run time) and on `owner` otherwise;
-    a name it does not declare is a programming error (ValueError), unless `found` says the
-    names are found at run time (then `names` are those the canary checks). `instance`: the
-    names are an instance's (set by its class's constructor), checked on `owner()`."""
+class Declared(ABC):
+    """What a declaration names: the `names` of `owner` (a dotted path; for names of instances,
+    the class whose instances have them), why, the distribution whose presence it needs (None:
+    torch, always there) and the torch releases that have them (`since` on, before `before`;
+    None: every one). `instance`: the names are an instance's."""
 
     owner: str
     names: tuple[str, ...]
     why: str
-    added: tuple[str, ...] = ()
     needs: str | None = None
-    found: bool = False
-    instance: bool = False
     since: tuple[int, int] | None = None
+    before: tuple[int, int] | None = None
+    instance: bool = False
+
+    def applies(self) -> bool:
+        """Whether this environment should have the names: what it needs is installed, and its torch
+        is one of the releases that have them (or its release cannot be read: a source build)."""
+        if self.needs is not None and importlib.util.find_spec(self.needs) is None:
+            return False
+        release = torch_release()
+        return release is None or ((self.since is None or release >= self.since) and
+                                   (self.before is None or release < self.before))
+
+    def moved(self) -> list[str]:
+        """'owner.name' for each declared name (and the owner itself) this environment lacks; []
+        where it should not have them (`applies`)."""
+        if not self.applies():
+            return []
+        try:
+            lacking = self._lacking(resolve(self.owner))
+        except (ImportError, AttributeError) as exc:
+            return [f"{self.owner} ({type(exc).__name__}: {exc})"]
+        return [f"{self.owner}.{name}" for name in lacking]
+
+    @abstractmethod
+    def _lacking(self, owner: Any) -> list[str]:
+        """The names `owner` (resolved) lacks."""
+
+
+@dataclass(frozen=True)
+class Replaced(Declared):
+    """A declared replacement: the names cebench may replace on `owner`, and those it adds on
+    purpose (`added`). Called with replacements, it replaces them for a block (`patched`), on
+    `on` where given (an instance or a subclass of `owner` found at run time) and on `owner`
+    otherwise; a name it does not declare is a programming error (ValueError), unless `found`
+    says the names are found at run time (then `names` are those the canary checks). Names of
+    an instance (`instance`, set by its class's constructor) are checked on `owner()`."""
+
+    added: tuple[str, ...] = ()
+    found: bool = False
 
     def __call__(self, replacements: Mapping[str, Any], on: Any = None) -> contextlib.AbstractContextManager[None]:
         self._declared(replacements)
@@ -128,17 +171,64 @@ class Replaced:
         if undeclared:
             raise ValueError(f"{self.owner}: {', '.join(sorted(undeclared))} is not declared as replaced")
 
-    def moved(self) -> list[str]:
-        """'owner.name' for each declared name (and the owner itself) this environment lacks; []
-        where the distribution it needs is not installed (nothing here replaces it then)."""
-        if self.needs is not None and importlib.util.find_spec(self.needs) is None:
-            return []
-        release = torch_release()
-        if self.since is not None and release is not None and release < self.since:
-            return []
+    def _lacking(self, owner: Any) -> list[str]:
+        return missing(owner() if self.instance else owner, [n for n in self.names if n not in self.added])
+
+
+@dataclass(frozen=True)
+class Read(Declared):
+    """A declared read of private names: `get` reads one of `owner` (a module or a class), once;
+    `of` reads one of an object (an `owner`) each time. Where this environment lacks it, either
+    raises `MovedError` naming it and the releases it was checked with. Names of an instance
+    (`instance`: an op overload's schema) are checked among those its class's constructor sets:
+    the canary cannot make such an instance."""
+
+    _values: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def get(self, name: str) -> Any:
+        """`owner.name`, resolved on the first call (its module imported then) and kept."""
         try:
-            owner = resolve(self.owner)
-            owner = owner() if self.instance else owner
-        except (ImportError, AttributeError) as exc:
-            return [f"{self.owner} ({type(exc).__name__}: {exc})"]
-        return [f"{self.owner}.{name}" for name in missing(owner, [n for n in self.names if n not in self.added])]
+            return self._values[name]
+        except KeyError:
+            pass
+        if name not in self.names:
+            raise self._undeclared(name)
+        try:
+            value = getattr(resolve(self.owner), name)
+        except (ImportError, AttributeError):
+            raise self._moved(name) from None
+        self._values[name] = value
+        return value
+
+    def of(self, obj: Any, name: str) -> Any:
+        """`obj.name`, `obj` an `owner`: an AttributeError is a `MovedError` where the release
+        lacks the name (`moved`), and raised as it is otherwise (`obj` is not an `owner`)."""
+        if name not in self.names:  # inline: an object's attribute is read on every call
+            raise self._undeclared(name)
+        try:
+            return getattr(obj, name)
+        except AttributeError:
+            if f"{self.owner}.{name}" in self.moved():
+                raise self._moved(name) from None
+            raise
+
+    def _undeclared(self, name: str) -> ValueError:
+        return ValueError(f"{self.owner}: {name} is not declared as read")
+
+    def _lacking(self, owner: Any) -> list[str]:
+        constructed = _set_by_constructor(owner) if self.instance else set()
+        return [name for name in missing(owner, self.names) if name not in constructed]
+
+    def _moved(self, name: str) -> MovedError:
+        checked = " ".join(checked_releases(self.since, self.before))
+        return MovedError(f"cebench reads {self.owner}.{name}, which this environment ({_environment()}) does not "
+                          f"have (it was checked with torch {checked}): a release moved it")
+
+
+def _set_by_constructor(cls: Any) -> set[str]:
+    """The attributes `cls.__init__` sets on the instance it makes (`self.x = ...` in its code;
+    none where it is not Python's)."""
+    try:
+        return {i.argval for i in dis.get_instructions(cls.__init__) if i.opname == "STORE_ATTR"}
+    except TypeError:
+        return set()

@@ -1,7 +1,8 @@
 """cebench's version, from the installed package's metadata: what a row's `cebench_version`
 and `cebench --version` say; and the torch releases it supports (`TORCH_RANGE`, what CI
-checks: `.ci/run`), told without importing torch (`torch_outside_range`). A leaf module, so
-that any layer can read it without importing the package facade (`cebench/__init__.py`)."""
+checks: `.ci/run`), told without importing torch (`torch_outside_range`), and those its shims
+were checked against (`TORCH_CHECKED`). A leaf module, so that any layer can read it without
+importing the package facade (`cebench/__init__.py`)."""
 from __future__ import annotations
 
 import functools
@@ -17,6 +18,9 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 # CPU build (2.13) whole, the CUDA builds of both ends on the commands' subset. pyproject.toml
 # says the same range.
 TORCH_RANGE: tuple[tuple[int, int], tuple[int, int]] = ((2, 8), (2, 14))
+# The torch releases each of cebench's shims (`cebench.shims`: what it replaces and the private names it reads) was
+# checked against: both ends of TORCH_RANGE and the pinned CPU build.
+TORCH_CHECKED: tuple[str, ...] = ("2.8.0", "2.13.0", "2.14.1")
 
 
 @functools.cache
@@ -38,6 +42,14 @@ def torch_release(installed: str | None = None) -> tuple[int, int] | None:
             return None
     found = re.match(r"(\d+)\.(\d+)", installed)
     return None if found is None else (int(found[1]), int(found[2]))
+
+
+def checked_releases(since: tuple[int, int] | None = None, before: tuple[int, int] | None = None) -> tuple[str, ...]:
+    """The releases of `TORCH_CHECKED` from `since` on and before `before` (None: no bound): those a
+    shim whose target exists only there was checked against."""
+    found = [(r, torch_release(r)) for r in TORCH_CHECKED]
+    return tuple(r for r, at in found
+                 if at is not None and (since is None or at >= since) and (before is None or at < before))
 
 
 def torch_outside_range(installed: str | None = None) -> str | None:

@@ -332,11 +332,10 @@ def _no_kernels() -> Iterator[None]:
         module.__file__ = path
         with open(path, encoding="utf-8") as f, _gpu_imports():
             exec(compile(f.read(), path, "exec"), module.__dict__)  # noqa: S102 - inductor's own generated wrapper
-        for name, value in (attrs or {}).items():
+        for name, value in (attrs or {}).items():  # inductor's own, set as its load sets them
             setattr(module, name, value)
-        for device in ("cpu", "cuda", "xpu"):
-            setattr(module, f"empty_strided_{device}", _on_meta)
-        module.torch = _NO_GPU_GUARD  # type: ignore[attr-defined]
+        inductor.WRAPPER.set_on(module, {**{f"empty_strided_{device}": _on_meta for device in ("cpu", "cuda", "xpu")},
+                                         "torch": _NO_GPU_GUARD})
         return module
 
     def kernel(self: object, *args: Any, **kwargs: Any) -> _Nothing:

@@ -4,8 +4,9 @@ inductor's GPU wrapper asks for before each launch."""
 from __future__ import annotations
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": TORCH_CHECKED}
 ASKED: tuple[str, ...] = ("get_device_capability", "get_device_properties", "is_bf16_supported", "current_device",
                           "device_count", "get_device_name")  # what a peer or inductor asks about its card
 

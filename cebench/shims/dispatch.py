@@ -6,9 +6,10 @@ import contextlib
 from collections.abc import Iterator
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 from cebench.shims.torch_names import modes_off
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": TORCH_CHECKED}
 MODE_FLAGS = Replaced("torch.utils._python_dispatch",
                       ("_is_in_torch_dispatch_mode", "_is_in_non_infra_torch_dispatch_mode"),
                       "torch 2.8's Dynamo reads these flags (set only by entering and leaving a mode) and would "

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cebench.core.patched import Replaced, resolve
+from cebench.core.version import checked_releases
 
-CHECKED = {"torch": ("2.13.0", "2.14.1")}
 SINCE = (2, 9)  # as FSDP2's own shims: a split step is predicted where a sharded one is
+CHECKED = {"torch": checked_releases(SINCE)}
 
 FUNCTIONAL = Replaced("torch.distributed._functional_collectives", ("wait_tensor",),
                       "each functional collective's wait settled (a measured gloo rank's memory pass)", since=SINCE)

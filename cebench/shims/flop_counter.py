@@ -11,11 +11,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 
 if TYPE_CHECKING:
     from torch.utils.flop_counter import FlopCounterMode
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": TORCH_CHECKED}
 FORMULAS = Replaced("torch.utils.flop_counter", ("sdpa_flop_count", "sdpa_backward_flop_count"),
                     "grouped-query attention counted with the query's heads (torch 2.8's formulas assert equal heads)")
 COUNTER = Replaced("torch.utils.flop_counter.FlopCounterMode", ("_count_flops", "mod_tracker"),

@@ -5,11 +5,12 @@ asynchronous and settled in a measured memory pass (`cebench.run.ranks`)."""
 from __future__ import annotations
 
 from cebench.core.patched import Replaced
+from cebench.core.version import checked_releases
 
-CHECKED = {"torch": ("2.13.0", "2.14.1")}
 # torch 2.8's FSDP2 keeps other storage helpers and calls other collectives (all_gather_into_tensor,
 # reduce_scatter_tensor), and its c10d ops have no meta kernels: a sharded step is refused there.
 SINCE = (2, 9)
+CHECKED = {"torch": checked_releases(SINCE)}
 SCOPES = {"foreach_all_gather": "all-gather", "foreach_all_gather_copy_out": "copy-out",
           "foreach_reduce": "reduce-scatter"}  # FSDP2's collectives, by what the trace calls them
 # The torch.distributed functions a measured step calls: FSDP2's, and the vocab-parallel loss's all-reduce (--tp).

@@ -1,8 +1,8 @@
 """torch.compile's internals as a trace on `meta` drives them (`cebench.engine.compiled`):
 Dynamo's capture of one graph, AOTAutograd's partition and inductor's lowering without
 building a kernel, for a named card on a machine without it, the modules inductor writes
-loaded as cebench says, a module's compiled call, and the saved-tensors hooks a compile must
-not see."""
+loaded as cebench says (their buffers made on meta), a module's compiled call, and the
+saved-tensors hooks a compile must not see."""
 from __future__ import annotations
 
 import contextlib
@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 from cebench.shims.torch_names import LOWERS_BACKWARD_AHEAD, dynamo_frames, dynamo_reset
 
 if TYPE_CHECKING:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": TORCH_CHECKED}
 CODECACHE = Replaced("torch._inductor.codecache.PyCodeCache", ("load_by_key_path",),
                      "the modules inductor writes, loaded fresh with cebench's kernels and buffers on meta")
 ASYNC_COMPILE = Replaced("torch._inductor.async_compile.AsyncCompile", ("cpp_pybinding", "cpp", "triton", "wait"),
@@ -33,6 +34,11 @@ CUDA_WORKER = Replaced("torch._dynamo.device_interface.CudaInterface.Worker",
                        "the same questions asked by inductor's compile workers")
 COMPILED_CALL = Replaced("torch.nn.Module", ("_compiled_call_impl",),
                          "a block's compiled call (`nn.Module.compile()` installs one): inductor's code run on meta")
+# Each module inductor writes, loaded by cebench, has the names its header binds set: `empty_strided_<device>` (bound
+# to these allocators, which the canary checks) and `torch`.
+WRAPPER = Replaced("torch._C._dynamo.guards", ("_empty_strided_cpu", "_empty_strided_cuda", "_empty_strided_xpu"),
+                   "a module inductor wrote: its buffers made on meta, its `torch` without a GPU's device guard",
+                   found=True)
 
 
 def fake_mode() -> FakeTensorMode:

@@ -4,8 +4,9 @@ from __future__ import annotations
 import contextlib
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": TORCH_CHECKED}
 FUSED_CHECK = Replaced("torch.optim.adam", ("_device_dtype_check_for_fused",),
                        "fused AdamW refuses `meta` parameters; the step it makes is the same on the target")
 

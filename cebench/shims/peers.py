@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1"), "cut-cross-entropy": ("25.1.1",)}
+CHECKED = {"torch": TORCH_CHECKED, "cut-cross-entropy": ("25.1.1",)}
 # Each module found at run time holding compiled helpers has them replaced; the canary checks Cut
 # Cross-Entropy's own.
 HELPERS = Replaced("cut_cross_entropy.cce", ("sort_logit_avg",), "a compiled helper run as its Python, or as "

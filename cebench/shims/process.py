@@ -11,8 +11,9 @@ import os
 from collections.abc import Iterator
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1"), "python": ("3.11",)}
+CHECKED = {"torch": TORCH_CHECKED, "python": ("3.11",)}
 FORKSERVER = Replaced("multiprocessing.forkserver.ForkServer", ("_forkserver_alive_fd",),
                       "a child's copy of the server's alive pipe, closed: only the sweep's process then keeps the "
                       "server alive", instance=True)

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator
 import torch
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 
-CHECKED = {"torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"torch": TORCH_CHECKED}
 FACTORIES: tuple[str, ...] = ("empty", "zeros", "ones", "full", "empty_strided", "arange", "tensor", "as_tensor",
                               "rand", "randn", "randint", "empty_like", "zeros_like", "ones_like", "full_like")
 METHODS: tuple[str, ...] = ("to", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor")

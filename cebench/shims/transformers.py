@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from cebench.core.patched import Replaced
+from cebench.core.version import TORCH_CHECKED
 
-CHECKED = {"transformers": ("5.25.0",), "torch": ("2.8.0", "2.13.0", "2.14.1")}
+CHECKED = {"transformers": ("5.25.0",), "torch": TORCH_CHECKED}
 SDPA = Replaced("torch.nn.functional", ("scaled_dot_product_attention",),
                 "within transformers' sdpa attention only: the kernel the target runs, called by name")
 PACKED = Replaced("transformers.masking_utils", ("find_packed_sequence_indices",),
