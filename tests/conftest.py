@@ -171,7 +171,7 @@ def _skip_reason(item) -> str | None:
     for mark in item.iter_markers("needs"):
         absent = [m for m in (mark.args or OPTIONAL) if importlib.util.find_spec(m) is None]
         if absent:
-            return f"needs {', '.join(absent)} (make install installs it, keeping torch)"
+            return f"needs {', '.join(absent)} (make install installs {'them' if absent[1:] else 'it'}, keeping torch)"
     release = tuple(int(x) for x in torch_names.RELEASE.split(".")[:2])
     if item.get_closest_marker("reference_torch") and release != REFERENCE_TORCH:
         return (f"asserts torch {REFERENCE_TORCH[0]}.{REFERENCE_TORCH[1]}'s figures, which torch "

@@ -860,6 +860,7 @@ def test_a_module_that_exits_while_imported_is_one_line(tmp_path, registry, comm
 
 
 @pytest.mark.slow
+@pytest.mark.needs("triton")  # without it cebench names Triton and never imports liger_kernel
 def test_a_peer_package_that_exits_while_imported_is_one_line(tmp_path):
     """A `liger_kernel` whose __init__ calls sys.exit(7) (ahead of the one installed): verify
     exited 7, silent; now one line naming the package, exit 2."""
