@@ -181,7 +181,7 @@ def test_ranks_past_the_timeout_are_killed(answered, tmp_path):
 def test_a_gpu_short_of_ranks_says_so(monkeypatch):
     from cebench.core import devices
 
-    monkeypatch.setattr(devices.CUDA, "count", lambda self: 1)
+    monkeypatch.setattr(devices.CUDA, "visible", lambda self: 1)
     assert devices.get("cuda").ranks_reason(2) == "2 ranks need 2 GPUs, one each; 1 visible here"
     assert devices.get("cuda").ranks_reason(1) is None and devices.get("cpu").ranks_reason(1) is None
 

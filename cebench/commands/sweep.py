@@ -146,7 +146,7 @@ class Sweep:
         its points (its children take it then); None when there is none to choose, as when the
         launcher shows each task its GPU alone (srun --gpu-bind)."""
         local = self.device.local_index(environ)
-        index = local if local is not None and local < self.device.count() else None
+        index = local if local is not None and local < self.device.visible() else None
         if index is not None and not self.isolate:
             self.device.select(index)
         return index

@@ -179,7 +179,7 @@ class Config(_Fields):
 
     def __post_init__(self) -> None:
         for name in RESOLVED:
-            if isinstance(given := getattr(self, name), str):
+            if type(given := getattr(self, name)) is str:  # a name (a resolved one is a str of its name too)
                 object.__setattr__(self, name, resolve(name, given))
 
     def value(self, name: str) -> object:

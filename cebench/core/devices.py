@@ -197,12 +197,12 @@ class Device(ByName, ABC):
         """Whether this machine has the device."""
         return self.unavailable_reason() is None
 
-    def count(self) -> int:
+    def visible(self) -> int:
         """Devices of this kind visible here."""
         return 1
 
     def select(self, index: int) -> None:  # noqa: B027 - a no-op by default: one device, nothing to choose
-        """Make device `index` (of `count()`) this process's current one."""
+        """Make device `index` (of `visible()`) this process's current one."""
 
     def local_index(self, environ: Mapping[str, str]) -> int | None:
         """The index on its node a launcher gave this process (None: any, or not chosen)."""
@@ -335,7 +335,7 @@ class CUDA(Device):
             return None
         return f"no CUDA GPU is visible to this torch ({torch.__version__}); use cpu"
 
-    def count(self) -> int:
+    def visible(self) -> int:
         import torch
 
         return torch.cuda.device_count()
@@ -354,7 +354,7 @@ class CUDA(Device):
 
     def ranks_reason(self, world: int) -> str | None:
         """One GPU per rank: `world` of them must be visible to this process."""
-        count = self.count()
+        count = self.visible()
         if count < world:
             return f"{world} ranks need {world} GPUs, one each; {count} visible here"
         return None

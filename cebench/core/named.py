@@ -1,11 +1,11 @@
 """What a point holds resolved rather than by name (a device, a variant, a model): `Named`
-as the core sees it, and `ByName`, how each of them prints, compares and hashes.
+as the core sees it, and `ByName`, what each of them is besides: a `str` of its name.
 
 A leaf module: nothing from cebench, never torch.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Named(Protocol):
@@ -17,22 +17,30 @@ class Named(Protocol):
     def name(self) -> str: ...
 
 
-class ByName:
-    """A resolved object (a frozen dataclass, declared with `eq=False`, that has a `name`)
-    that prints as its name and equals, and hashes as, it too, as a `Choice` does its text:
-    a caller comparing a point's variant with 'dense' keeps working, while cebench's own code
-    compares objects (the type checker's `strict_equality` holds it). Another of its kind is
-    equal when every field is."""
+class ByName(str):
+    """A resolved object (a frozen dataclass, declared with `eq=False`, whose first field is
+    its `name`) that is also the `str` of its name, as a `Choice` is of its word: code that
+    reads a point's variant, device or model as text ('dense', a config's path) keeps
+    working, and nothing resolves the name again. It equals its name; another of its kind
+    equals it when every field does (a model whose config.json changed is another model);
+    it hashes as its name. cebench's own code compares objects (the type checker's
+    `strict_equality` holds it)."""
 
     name: str
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ByName:
+        name = kwargs["name"] if "name" in kwargs else args[0] if args else getattr(cls, "name")  # noqa: B009
+        return super().__new__(cls, name)
 
     def __str__(self) -> str:
         return self.name
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, str):
+        if type(other) is str:
             return self.name == other
         return self is other or (type(self) is type(other) and vars(self) == vars(other))
 
-    def __hash__(self) -> int:
-        return hash(self.name)
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__

@@ -246,7 +246,7 @@ class Variant(ByName):
         interpreted, or compiled (Dynamo imports triton), chooses Triton's interpreter first
         where there is no GPU. `imported`: its packages are imported to tell (`cebench
         variants`; else they are only found)."""
-        device = devices_mod.get(device) if isinstance(device, str) else device
+        device = device if isinstance(device, Device) else devices_mod.get(device)
         kind = device.kind
         if self.compiles or kind in self.interpreted_on:
             interpreter.enable()
@@ -377,7 +377,7 @@ def _unpickled(spec: str) -> Variant:
 def eager_twin(variant: Variant | str) -> Variant:
     """The variant a compiling one (or the one a name names) runs eagerly (its name less
     '-compiled'); any other, itself."""
-    variant = resolve(variant) if isinstance(variant, str) else variant
+    variant = variant if isinstance(variant, Variant) else resolve(variant)
     return resolve(variant.name[: -len(COMPILED)]) if variant.compiles else variant
 
 

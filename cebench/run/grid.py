@@ -280,7 +280,7 @@ class GridOptions:
         """The grid for `device` (a `Device`, or the name of one: 'cpu', 'cuda' or a named GPU
         target); unset axes take the defaults of its kind; each axis's rules are checked
         (`_check_rules`)."""
-        device = devices.get(device) if isinstance(device, str) else device
+        device = device if isinstance(device, Device) else devices.get(device)
         kind = device.kind
         values = {a.name: a.values(self.axes.get(a.name), kind) for a in AXES}
         chosen = parse_names(self.workload, list(WORKLOADS), "workload") if self.workload is not None else ()
