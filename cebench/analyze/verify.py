@@ -28,7 +28,7 @@ from cebench.core import devices
 from cebench.core.axes import BY_NAME, SEMANTICS, semantics_label
 from cebench.core.config import LOGITS, LOSS, SAMPLE, Config
 from cebench.core.devices import Device
-from cebench.core.errors import describe, said
+from cebench.core.errors import describe, joined, said
 from cebench.core.guard import user_code
 from cebench.engine import support
 from cebench.losses import inputs, variants
@@ -377,8 +377,8 @@ def verify_loss(variant: Variant | str, case: LossCase, dtype: str, setting: Set
                 x.upstream.double())
     errors = _errors(got, want, workload)
     passed = max(errors.values()) <= tol
-    note = "; ".join(filter(None, ["" if passed else _diagnose(got, x, case, setting, tol, workload),
-                                   f"warned {got.warned}" if got.warned else ""]))
+    note = joined("" if passed else _diagnose(got, x, case, setting, tol, workload),
+                  f"warned {got.warned}" if got.warned else "")
     return check(case, dtype, errors, tol, passed, note, setting, warned=got.warned)
 
 
@@ -427,7 +427,7 @@ def verify_sampler(variant: Variant | str, case: SampleCase, device: Device | st
     if baseline is not None and variant is not baseline:
         same = (tokens == _draw(baseline, h, w_on, case).cpu()).double().mean().item()
         notes.append(f"{same:.1%} of draws equal {baseline.name}'s under the same seed")
-    return SamplerCheck(variant.name, case, statistic, dof, p, p >= P_VALUE_FLOOR, "; ".join(notes))
+    return SamplerCheck(variant.name, case, statistic, dof, p, p >= P_VALUE_FLOOR, joined(*notes))
 
 
 def run_all(chosen: Iterable[Variant], dtypes: list[str], sample: SampleCase, matrix: Iterable[Setting] = (OFF,),

@@ -21,7 +21,7 @@ import torch
 
 from cebench.core import devices, interpreter, timemodel
 from cebench.core.config import Checkpointing, Compile, Config, Grads, Optimizer, torch_dtype
-from cebench.core.errors import said
+from cebench.core.errors import joined, said
 from cebench.core.guard import user_code
 from cebench.core.memory import MemoryReading, storage_bytes
 from cebench.engine import compiled, compiled_helpers, data_reads, fake_world, kernel_dtypes, triton_launches
@@ -173,7 +173,7 @@ def _trace(config: Config, make_tracker: Callable[..., StorageTracker[Any]], cou
 
 def note(skipped: str, said: str) -> str:
     """A predicted row's note: what its trace did not run (`skipped`) and what its step warned."""
-    return "; ".join(filter(None, (skipped, said)))
+    return joined(skipped, said)
 
 
 @dataclass

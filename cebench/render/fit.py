@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -14,7 +15,7 @@ from cebench.core.units import format_bytes, format_ms, format_percent
 from cebench.core.world import widest
 from cebench.losses import variants
 from cebench.models import model as model_mod
-from cebench.render.table import Column, Table
+from cebench.render.table import Cell, Column, Table
 from cebench.store.schema import Status
 
 if TYPE_CHECKING:
@@ -22,26 +23,105 @@ if TYPE_CHECKING:
     from cebench.engine.points import Fit
 
 FASTEST = "◀"  # marks the row of the most predicted tokens per second within the budget (the note names it)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What one row of fit's table is read from: the answer (`fitted`) and which of its fits
+    the row is (`index`), memory's `unit`, the max batches of its group's baseline variant
+    (`base_batch`, `alone_base`: its loss alone's), and why each unsupported row is
+    (`reasons`, numbered in the notes; added to here)."""
+
+    fitted: Fitted
+    index: int
+    unit: str | None
+    base_batch: int | None
+    alone_base: int | None
+    reasons: list[str]
+
+    @property
+    def fit(self) -> Fit:
+        return self.fitted.fits[self.index]
+
+    @property
+    def alone(self) -> Fit | None:
+        return self.fitted.alone.get(self.index)
+
+
+def _answered(read: Callable[[_Answer], Cell]) -> Callable[[_Answer], Cell]:
+    """A cell that says something of a fitted point only ('–' where it cannot be predicted)."""
+    return lambda a: "–" if a.fit.unsupported else read(a)
+
+
+def _batch(a: _Answer) -> Cell:
+    """The max batch ('≥ N (limit)' at the search's limit, 'none fits'); 'unsupported [n]'
+    where the point cannot be predicted, its reason numbered in `reasons`."""
+    f = a.fit
+    if f.unsupported:
+        if f.unsupported not in a.reasons:
+            a.reasons.append(f.unsupported)
+        return Text("unsupported", style="yellow") + Text(f" [{a.reasons.index(f.unsupported) + 1}]", style="dim")
+    return f"≥ {f.batch:,} (limit)" if f.at_limit else f"{f.batch:,}" if f.batch else "none fits"
+
+
+def _tokens_per_s(a: _Answer) -> Cell:
+    tps = a.fit.tokens_per_s
+    return "–" if tps is None else f"{tps:,.0f}" + (f" {FASTEST}" if a.index == a.fitted.fastest else "")
+
+
+def _alone(a: _Answer) -> Cell:
+    alone = a.alone
+    return "–" if alone is None else f"≥ {alone.batch:,}" if alone.at_limit else f"{alone.batch:,}"
+
+
+def _alone_vs_base(a: _Answer) -> Cell:
+    alone = a.alone
+    return "–" if alone is None or not alone.batch or not a.alone_base else f"{alone.batch / a.alone_base:.2f}×"
+
+
+def _measured(a: _Answer) -> Cell:
+    row = a.fitted.measured.get(a.index)
+    return "–" if row is None else format_bytes(row.peak_bytes, a.unit) if row.status == Status.OK else row.status
+
+
+def _of_budget(a: _Answer) -> Cell:
+    peak, budget = a.fit.peak_bytes, a.fitted.budget
+    return "–" if peak is None or not budget else f"{peak / budget:.1%}"
+
+
+def _loss_share(a: _Answer) -> Cell:
+    share = loss_share(a.fit.peak_bytes, a.fit.body_peak_bytes)
+    return "–" if share is None else f"{share:.0%}"
+
+
+def _vs_base(a: _Answer) -> Cell:
+    return "–" if not a.base_batch or not a.fit.batch else f"{a.fit.batch / a.base_batch:.2f}×"
+
+
 # fit's columns, each declared once, in the order they are shown: key (what --columns names), heading ({base}: the
-# baseline variant), priority (`Column.priority`), and which answers have it (None: every one): the loss alone's with
-# a model, the time's on a named GPU, the loss share with a model, the measured peak with --measure.
-_COLUMNS: tuple[tuple[str, str, int, Callable[[Fitted], bool] | None], ...] = (
-    ("variant", "variant", 0, None),
-    ("ce_chunk", "chunk", 0, None),
-    ("batch", "max batch", 0, None),
-    ("alone", "loss alone", 1, lambda fitted: bool(fitted.alone)),
-    ("alone_vs_base", "alone vs {base}", 2, lambda fitted: bool(fitted.alone)),
-    ("time", "time", 1, lambda fitted: fitted.fastest is not None),
-    ("tokens_per_s", "tokens/s", 0, lambda fitted: fitted.fastest is not None),
-    ("tokens", "tokens", 1, None),
-    ("peak_bytes", "peak", 0, None),
-    ("of_budget", "of budget", 0, None),
-    ("loss_share", "loss share", 1, lambda fitted: any(f.body_peak_bytes is not None for f in fitted.fits)),
-    ("vs_base", "vs {base}", 1, None),
-    ("predictions", "predictions", 3, None),
-    ("measured", "measured peak", 0, lambda fitted: bool(fitted.measured)),
+# baseline variant), its cell, priority (`Column.priority`), and which answers have it (None: every one): the loss
+# alone's with a model, the time's on a named GPU, the loss share with a model, the measured peak with --measure.
+_COLUMNS: tuple[Column, ...] = (
+    Column("variant", "variant", right=False, read=lambda a: a.fit.config.variant.name),
+    Column("ce_chunk", "chunk", read=lambda a: "" if a.fit.config.ce_chunk is None else f"{a.fit.config.ce_chunk:,}"),
+    Column("batch", "max batch", read=_batch),
+    Column("alone", "loss alone", priority=1, read=_answered(_alone), when=lambda fitted: bool(fitted.alone)),
+    Column("alone_vs_base", "alone vs {base}", priority=2, read=_answered(_alone_vs_base),
+           when=lambda fitted: bool(fitted.alone)),
+    Column("time", "time", priority=1, read=_answered(lambda a: "–" if a.fit.time_ms is None
+                                                      else format_ms(a.fit.time_ms)),
+           when=lambda fitted: fitted.fastest is not None),
+    Column("tokens_per_s", "tokens/s", read=_answered(_tokens_per_s), when=lambda fitted: fitted.fastest is not None),
+    Column("tokens", "tokens", priority=1, read=_answered(lambda a: f"{a.fit.tokens:,}")),
+    Column("peak_bytes", "peak", read=_answered(lambda a: format_bytes(a.fit.peak_bytes, a.unit))),
+    Column("of_budget", "of budget", read=_answered(_of_budget)),
+    Column("loss_share", "loss share", priority=1, read=_answered(_loss_share),
+           when=lambda fitted: any(f.body_peak_bytes is not None for f in fitted.fits)),
+    Column("vs_base", "vs {base}", priority=1, read=_answered(_vs_base)),
+    Column("predictions", "predictions", priority=3, read=_answered(lambda a: str(a.fit.predictions))),
+    Column("measured", "measured peak", read=_answered(_measured), when=lambda fitted: bool(fitted.measured)),
 )
-COLUMN_KEYS: tuple[str, ...] = tuple(key for key, *_ in _COLUMNS)  # every column fit can show (for --columns)
+COLUMN_KEYS: tuple[str, ...] = tuple(c.key for c in _COLUMNS)  # every column fit can show (for --columns)
 
 
 def setting_label(config: Config, names: tuple[str, ...]) -> str:
@@ -64,66 +144,30 @@ def fit_table(fitted: Fitted, unit: str | None = None) -> Table:
     A group per value of the model step's settings that were given more than one (`varied`),
     each row compared and highlighted within its group. `unit`: memory in that unit
     (`cebench.core.units.BYTE_UNITS`) rather than each cell's own."""
-    fits, budget, measured, alone = fitted.fits, fitted.budget, fitted.measured, fitted.alone
+    fits, budget = fitted.fits, fitted.budget
     assert budget is not None  # `fit` always answers for a budget
     names = varied(fitted)
     groups: dict[str, list[int]] = {}
     for i, f in enumerate(fits):
         groups.setdefault(setting_label(f.config, names), []).append(i)
     base = variants.baseline(LOSS)
-    columns = [Column(key, heading.format(base=base and base.name), right=key != "variant", priority=priority)
-               for key, heading, priority, shown in _COLUMNS if shown is None or shown(fitted)]
     kept = (f" less {format_percent(fitted.headroom)} headroom: peaks ≤ {format_bytes(fitted.limit, unit)}"
             if fitted.headroom else "")
-    table = Table(columns,
-                  title=f"cebench fit · budget {format_bytes(budget, unit)}{kept} · target {fits[0].config.device}")
+    table = Table.of(_COLUMNS, fitted, base=base.name if base is not None else "base",
+                     title=f"cebench fit · budget {format_bytes(budget, unit)}{kept} · target {fits[0].config.device}")
     reasons: list[str] = []  # why each unsupported row is, numbered in the notes
     for label, members in groups.items():
         if names:
             table.add_group(label)
         best = max(members, key=lambda i: (fits[i].tokens, -(fits[i].peak_bytes or 0)))
         base_batch = next((fits[i].batch for i in members if fits[i].config.variant == base), None)
-        alone_base = next((alone[i].batch for i in members if fits[i].config.variant == base and i in alone), None)
+        alone_base = next((fitted.alone[i].batch for i in members if fits[i].config.variant == base
+                           and i in fitted.alone), None)
         for i in members:
-            f = fits[i]
-            if f.unsupported:
-                table.add_row(*_unsupported_cells(f, reasons, [c.key for c in table.columns]))
-                continue
-            batch = f"≥ {f.batch:,} (limit)" if f.at_limit else f"{f.batch:,}" if f.batch else "none fits"
-            a = alone.get(i)
-            r = measured.get(i)
-            cells = {
-                "variant": f.config.variant.name,
-                "ce_chunk": "" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}",
-                "batch": batch, "tokens": f"{f.tokens:,}", "peak_bytes": format_bytes(f.peak_bytes, unit),
-                "of_budget": "–" if f.peak_bytes is None else f"{f.peak_bytes / budget:.1%}",
-                "vs_base": "–" if not base_batch or not f.batch else f"{f.batch / base_batch:.2f}×",
-                "predictions": str(f.predictions),
-                "loss_share": "–" if (share := loss_share(f.peak_bytes, f.body_peak_bytes)) is None else f"{share:.0%}",
-                "time": "–" if f.time_ms is None else format_ms(f.time_ms),
-                "tokens_per_s": "–" if f.tokens_per_s is None else f"{f.tokens_per_s:,.0f}"
-                                + (f" {FASTEST}" if i == fitted.fastest else ""),
-                "alone": "–" if a is None else f"≥ {a.batch:,}" if a.at_limit else f"{a.batch:,}",
-                "alone_vs_base": "–" if a is None or not a.batch or not alone_base else f"{a.batch / alone_base:.2f}×",
-                "measured": "–" if r is None else format_bytes(r.peak_bytes, unit) if r.status == Status.OK
-                else r.status}
-            style = "bold green" if i == best and f.batch else ""
-            table.add_row(*(Text(cells[c.key], style=style) for c in table.columns))
+            style = "bold green" if i == best and fits[i].batch else ""
+            table.add(_Answer(fitted, i, unit, base_batch, alone_base, reasons), style)
     table.notes.extend(f"[{n}] {reason}" for n, reason in enumerate(reasons, 1))
     return table
-
-
-def _unsupported_cells(f: Fit, reasons: list[str], keys: list[str]) -> list[Text]:
-    """The cells (one per column of `keys`) of a point that cannot be predicted: its variant
-    and chunk, 'unsupported' with the number of its reason in `reasons` (added there), '–'
-    elsewhere."""
-    assert f.unsupported is not None
-    if f.unsupported not in reasons:
-        reasons.append(f.unsupported)
-    said = {"variant": Text(f.config.variant.name),
-            "ce_chunk": Text("" if f.config.ce_chunk is None else f"{f.config.ce_chunk:,}"),
-            "batch": Text("unsupported", style="yellow") + Text(f" [{reasons.index(f.unsupported) + 1}]", style="dim")}
-    return [said.get(key, Text("–")) for key in keys]
 
 
 def fit_note(fitted: Fitted, unit: str | None = None) -> str:

@@ -5,6 +5,8 @@ so `sweep`, `predict` and `show` render the same thing; the values come from
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 from rich.text import Text
@@ -20,26 +22,116 @@ NOISE_MARK = "~"
 NOISE_SHARE = "noise"  # a loss share outside [0, 100 %]
 _STATUS_STYLE = {Status.OK: "green", Status.OOM: "bold red", Status.ERROR: "red", Status.TIMEOUT: "red",
                  Status.UNSUPPORTED: "yellow"}
-# The view's columns besides the shape: (key, header, priority; 0 is always shown).
-# vs bound / vs floor: the row against what any exact implementation must spend (`cebench.measure.limits`).
-_MEMORY = [("variant", "variant", 0), ("ce_chunk", "chunk", 0), ("peak_delta_bytes", "peak Δ", 0),
-           ("mem_vs_base", "Δ vs base", 1), ("mem_vs_lower_bound", "vs bound", 3), ("peak_bytes", "peak", 6)]
-# A model's training step (`--model`): its whole peak, that against the baseline's, and the loss's share of it.
-_MODEL = [("step_peak_bytes", "step peak", 0), ("step_vs_base", "step vs base", 1), ("loss_share", "loss share", 1),
-          ("loss_time_share", "loss time", 2)]
-# Predicted rows on a named GPU: the time model's step time (`cebench.core.timemodel`), never a measured column.
-_PREDICTED = [("predicted_time_ms", "pred. time", 0), ("predicted_vs_base", "pred. vs base", 4),
-              ("predicted_tokens_per_s", "pred. tokens/s", 5)]
-_TIME = [("time_ms_median", "time", 0), ("time_ms_p25_p75", "p25–p75", 5), ("time_vs_base", "time vs base", 2),
-         ("time_vs_floor", "vs floor", 4), ("tflops_per_s", "TFLOP/s", 7), ("tokens_per_s", "tokens/s", 8),
-         ("us_per_row", "time/row", 8), ("compile_s", "compile", 9)]
+@dataclass(frozen=True)
+class _Kinds:
+    """Which kinds of row a results table holds: timed (measured), predicted on a named GPU
+    (a predicted time), of a model's step: which columns it has (`Column.when`)."""
+
+    timed: bool
+    predicted: bool
+    modeled: bool
+
+
+@dataclass(frozen=True)
+class _Row:
+    """What one row of a results table is read from: the row (`compare.view`'s, a plain
+    dict), memory's `unit`, and why each row is not ok or what an ok one said (`reasons`,
+    numbered in the notes; added to here)."""
+
+    row: dict[str, Any]
+    unit: str | None
+    reasons: list[str]
+
+    def bytes(self, column: str) -> str:
+        return format_bytes(cell_value(self.row[column]), self.unit)
+
+    def ratio(self, column: str) -> Text:
+        return _ratio(self.row[column])
+
+    def value(self, column: str) -> Any:
+        return cell_value(self.row[column])
+
+
+def _status(r: _Row) -> Text:
+    """The row's status, with the number of what it said (its error; an ok row's note) in `reasons`."""
+    row = r.row
+    status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
+    said = row["error"] if row["status"] != Status.OK else row["note"]
+    if said:
+        said = f"{row['variant']}: {said}" if row["status"] == Status.OK else said
+        if said not in r.reasons:
+            r.reasons.append(said)
+        status.append(f" [{r.reasons.index(said) + 1}]", style="dim")
+    return status
+
+
+def _median(r: _Row) -> Text:
+    return Text(format_ms(r.value("time_ms_median"))) + Text(NOISE_MARK if r.row["noisy"] else " ", style="bold yellow")
+
+
+def _count(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
+def _timed(kinds: _Kinds) -> bool:
+    return kinds.timed
+
+
+def _predicted(kinds: _Kinds) -> bool:
+    return kinds.predicted
+
+
+def _modeled(kinds: _Kinds) -> bool:
+    return kinds.modeled
+
+
+# The view's columns besides the shape, each declared once in the order shown: key (what --columns names), header,
+# its cell, priority (0 is always shown) and which tables have it (`_Kinds`). vs bound / vs floor: the row against
+# what any exact implementation must spend (`cebench.measure.limits`); a model's training step (`--model`): its whole
+# peak, that against the baseline's, and the loss's share of it; predicted rows on a named GPU: the time model's step
+# time (`cebench.core.timemodel`), never a measured column.
+_COLUMNS: tuple[Column, ...] = (
+    Column("variant", "variant", right=False, read=lambda r: r.row["variant"]),
+    Column("ce_chunk", "chunk", read=lambda r: "" if pd.isna(r.row["ce_chunk"]) else f"{int(r.row['ce_chunk']):,}"),
+    Column("peak_delta_bytes", "peak Δ", read=lambda r: r.bytes("peak_delta_bytes")),
+    Column("mem_vs_base", "Δ vs base", priority=1, read=lambda r: r.ratio("mem_vs_base")),
+    Column("mem_vs_lower_bound", "vs bound", priority=3,
+           read=lambda r: format_sig3(r.value("mem_vs_lower_bound"), "×")),
+    Column("peak_bytes", "peak", priority=6, read=lambda r: r.bytes("peak_bytes")),
+    Column("step_peak_bytes", "step peak", read=lambda r: r.bytes("step_peak_bytes"), when=_modeled),
+    Column("step_vs_base", "step vs base", priority=1, read=lambda r: r.ratio("step_vs_base"), when=_modeled),
+    Column("loss_share", "loss share", priority=1, when=_modeled,
+           read=lambda r: _share_cell(r.row["loss_share"], r.row["loss_share_noise"])),
+    Column("loss_time_share", "loss time", priority=2, when=_modeled,
+           read=lambda r: _share_cell(r.row["loss_time_share"], r.row["loss_time_noise"])),
+    Column("time_ms_median", "time", read=_median, when=_timed),
+    Column("time_ms_p25_p75", "p25–p75", priority=5, when=_timed,
+           read=lambda r: Text(format_ms_range(r.value("time_ms_p25"), r.value("time_ms_p75"),
+                                               r.value("time_ms_median")), style="dim")),
+    Column("time_vs_base", "time vs base", priority=2, read=lambda r: r.ratio("time_vs_base"), when=_timed),
+    Column("time_vs_floor", "vs floor", priority=4, read=lambda r: format_sig3(r.value("time_vs_floor"), "×"),
+           when=_timed),
+    Column("tflops_per_s", "TFLOP/s", priority=7, read=lambda r: format_sig3(r.value("tflops_per_s")), when=_timed),
+    Column("tokens_per_s", "tokens/s", priority=8, read=lambda r: _count(r.value("tokens_per_s")), when=_timed),
+    Column("us_per_row", "time/row", priority=8, when=_timed,
+           read=lambda r: format_ms(None if (per_row := r.value("us_per_row")) is None else per_row / 1e3)),
+    Column("compile_s", "compile", priority=9, when=_timed,
+           read=lambda r: "–" if (s := r.value("compile_s")) is None else f"{s:.1f} s"),
+    Column("predicted_time_ms", "pred. time", when=_predicted,
+           read=lambda r: Text("–", style="dim") if (ms := r.value("predicted_time_ms")) is None else format_ms(ms)),
+    Column("predicted_vs_base", "pred. vs base", priority=4, read=lambda r: r.ratio("predicted_vs_base"),
+           when=_predicted),
+    Column("predicted_tokens_per_s", "pred. tokens/s", priority=5, when=_predicted,
+           read=lambda r: _count(r.value("predicted_tokens_per_s"))),
+    Column("status", "status", right=False, read=_status),
+)
 
 
 def column_keys(timed: bool | None = True) -> list[str]:
     """The keys of `results_table`'s columns (for `--columns`); `timed`: with its time columns,
     False with its predicted time's, None with both (a file's rows may be either)."""
-    times = {True: _TIME, False: _PREDICTED, None: _TIME + _PREDICTED}[timed]
-    return [key for key, _, _ in _MEMORY + _MODEL + times] + ["status"]
+    kinds = _Kinds(timed=timed is not False, predicted=timed is not True, modeled=True)
+    return [c.key for c in _COLUMNS if c.when is None or c.when(kinds)]
 
 
 def _share_cell(share: float | None, noise: bool) -> Text | str:
@@ -73,9 +165,7 @@ def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | Non
     timed = rows["time_ms_median"].notna().any()
     predicted = rows["predicted_time_ms"].notna().any()
     modeled = rows["step_peak_bytes"].notna().any()
-    specs = (_MEMORY + (_MODEL if modeled else []) + (_TIME if timed else []) + (_PREDICTED if predicted else [])
-             + [("status", "status", 0)])
-    table = Table([Column(k, h, right=k not in ("variant", "status"), priority=p) for k, h, p in specs], title=title)
+    table = Table.of(_COLUMNS, _Kinds(timed, predicted, modeled), title=title)
     multi = frame[["workload", "device", "dtype"]].drop_duplicates().shape[0] > 1
     reasons: list[str] = []
     shape = None
@@ -83,42 +173,7 @@ def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | Non
         if shape != tuple(row[c] for c in SHAPE_COLUMNS):
             shape = tuple(row[c] for c in SHAPE_COLUMNS)
             table.add_group(shape_label(row, multi))
-        status = Text(row["status"], style=_STATUS_STYLE.get(row["status"], ""))
-        said = row["error"] if row["status"] != Status.OK else row["note"]
-        if said:
-            said = f"{row['variant']}: {said}" if row["status"] == Status.OK else said
-            if said not in reasons:
-                reasons.append(said)
-            status.append(f" [{reasons.index(said) + 1}]", style="dim")
-        cells: dict[str, Text | str] = {
-            "variant": row["variant"], "ce_chunk": "" if pd.isna(row["ce_chunk"]) else f"{int(row['ce_chunk']):,}",
-            "peak_delta_bytes": format_bytes(cell_value(row["peak_delta_bytes"]), unit),
-            "mem_vs_base": _ratio(row["mem_vs_base"]),
-            "mem_vs_lower_bound": format_sig3(cell_value(row["mem_vs_lower_bound"]), "×"),
-            "peak_bytes": format_bytes(cell_value(row["peak_bytes"]), unit), "status": status,
-            "step_peak_bytes": format_bytes(cell_value(row["step_peak_bytes"]), unit),
-            "step_vs_base": _ratio(row["step_vs_base"]),
-            "loss_share": _share_cell(row["loss_share"], row["loss_share_noise"]),
-            "loss_time_share": _share_cell(row["loss_time_share"], row["loss_time_noise"])}
-        if timed:
-            median, tps, compile_s = (cell_value(row[c]) for c in ("time_ms_median", "tokens_per_s", "compile_s"))
-            cells["time_ms_median"] = Text(format_ms(median)) + Text(NOISE_MARK if row["noisy"] else " ",
-                                                                     style="bold yellow")
-            p25, p75 = cell_value(row["time_ms_p25"]), cell_value(row["time_ms_p75"])
-            cells["time_ms_p25_p75"] = Text(format_ms_range(p25, p75, median), style="dim")
-            cells["time_vs_base"] = _ratio(row["time_vs_base"])
-            cells["time_vs_floor"] = format_sig3(cell_value(row["time_vs_floor"]), "×")
-            cells["tflops_per_s"] = format_sig3(cell_value(row["tflops_per_s"]))
-            cells["tokens_per_s"] = "–" if tps is None else f"{tps:,.0f}"
-            per_row = cell_value(row["us_per_row"])
-            cells["us_per_row"] = format_ms(None if per_row is None else per_row / 1e3)
-            cells["compile_s"] = "–" if compile_s is None else f"{compile_s:.1f} s"
-        if predicted:
-            ms, tps = cell_value(row["predicted_time_ms"]), cell_value(row["predicted_tokens_per_s"])
-            cells["predicted_time_ms"] = format_ms(ms) if ms is not None else Text("–", style="dim")
-            cells["predicted_vs_base"] = _ratio(row["predicted_vs_base"])
-            cells["predicted_tokens_per_s"] = "–" if tps is None else f"{tps:,.0f}"
-        table.add_row(*(cells[c.key] for c in table.columns))
+        table.add(_Row(row, unit, reasons))
     bases = ", ".join(f"{n} ({w})" for w, n in rows.groupby("workload", sort=False)["baseline"].first().items() if n)
     if bases:
         ratios = ", ".join(["Δ vs base", *(["time vs base"] if timed else []),

@@ -4,12 +4,15 @@ Columns have a priority: 0 is always shown; when the table is wider than the ter
 the columns of the highest priority are dropped first, and `render` says which, so a
 footer can tell the reader how to see them. Group rows (a line across the table, e.g. one
 shape) take no column; one wider than the terminal breaks after a " · ". Cells are rich
-`Text` (styles kept) or plain strings.
+`Text` (styles kept) or plain strings. A column may carry its cell (`Column.read`) and which
+tables have it (`Column.when`), declared once: `Table.of` picks the columns a source has, and
+`Table.add` reads a row's cells from what it is made of.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rich.text import Text
 
@@ -17,15 +20,22 @@ GAP = "  "  # between columns
 SEPARATOR = " · "  # between the parts of a group row's label, where a long one breaks
 
 
+Cell = Text | str  # a table's cell: rich text (its style kept) or plain
+
+
 @dataclass(frozen=True)
 class Column:
     """`key` names the column for `--columns`; `priority` 0 is never dropped, higher
-    numbers are dropped first on a narrow terminal."""
+    numbers are dropped first on a narrow terminal. `read`: its cell of a row, from what the
+    row is made of (`Table.add`); `when`: whether a table of a given source has it (None:
+    every one, `Table.of`)."""
 
     key: str
     header: str
     right: bool = True
     priority: int = 0
+    read: Callable[[Any], Cell] | None = None
+    when: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,20 @@ class Table:
     title: str | None = None
     rows: list[list[Text | str] | str] = field(default_factory=list)
     notes: list[str | ColumnNote] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, declared: Sequence[Column], source: object, title: str | None = None, **headers: str) -> Table:
+        """A table of the `declared` columns that `source` has (`Column.when`), in their order,
+        each header formatted with `headers` ('vs {base}')."""
+        columns = [replace(c, header=c.header.format(**headers)) for c in declared if c.when is None or c.when(source)]
+        return cls(columns, title=title)
+
+    def add(self, row: object, style: str = "") -> None:
+        """A row whose cells each column reads from `row` (`Column.read`); its plain cells in
+        `style` (a `Text` cell keeps its own)."""
+        cells = [c.read(row) for c in self.columns if c.read is not None]
+        assert len(cells) == len(self.columns), [c.key for c in self.columns if c.read is None]
+        self.add_row(*(Text(cell, style=style) if isinstance(cell, str) and style else cell for cell in cells))
 
     def add_row(self, *cells: Text | str) -> None:
         assert len(cells) == len(self.columns), (len(cells), [c.key for c in self.columns])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from cebench.core import devices
 from cebench.core.config import Compile, Config, Settings
 from cebench.core.devices import Device
-from cebench.core.errors import UsageError, describe, said
+from cebench.core.errors import UsageError, describe, joined, said
 from cebench.core.memory import MemoryReading
 from cebench.engine import support
 from cebench.engine.trace import count_flops
@@ -120,7 +120,7 @@ def _fill(result: Result, config: Config, outcome: _Measured) -> None:
     counted in this process."""
     memory, timing, first_ms = outcome.memory, outcome.timing, outcome.first_ms
     variant = variants.own(config)
-    result.note = "; ".join(filter(None, (variant.interpreter_note(config.device.kind), outcome.said, memory.note)))
+    result.add_note(variant.interpreter_note(config.device.kind), outcome.said, memory.note)
     result.peak_bytes, result.base_bytes = memory.peak_bytes, memory.base_bytes
     result.peak_delta_bytes, result.mem_method = memory.peak_delta_bytes, memory.method
     result.time_ms_median, result.time_ms_p25 = timing.median_ms, timing.p25_ms
@@ -230,7 +230,7 @@ def sharded(config: Config, settings: Settings, child: Child, timeout_s: float |
     peaks = [r.step.memory.peak_bytes for r in done]
     by_rank = "" if len(set(peaks)) == 1 else "peak by rank: " + ", ".join(f"{p:,} B" for p in peaks)
     shared = config.device.ranks_note(config.world.size)
-    memory = replace(top.step.memory, note="; ".join(filter(None, (top.step.memory.note, by_rank, shared))))
+    memory = replace(top.step.memory, note=joined(top.step.memory.note, by_rank, shared))
     _fill(result, config, replace(done[0].step, memory=memory))
     if key not in _BODY:
         bodies = [r.body for r in done if r.body is not None]
