@@ -1,6 +1,8 @@
 """The Python API: the README's example runs as written, and the library names the
 parameter at fault where the command line names the flag."""
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,5 +112,8 @@ def test_the_facades_predict_is_the_function_whatever_was_imported_before():
 
     assert cebench.predict is api.predict and inspect.isfunction(cebench.predict)
     assert "target" in inspect.signature(cebench.predict).parameters
+    fresh = ("import cebench.engine.points, cebench.engine.trace, inspect, cebench; "
+             "assert inspect.isfunction(cebench.predict) and cebench.predict is cebench.api.predict")
+    assert subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True).returncode == 0
     (row,) = cebench.predict(variant="dense", target="cpu", batch=2, context=16, vocab=300, d_model=8)
     assert row.peak_delta_bytes > 0

@@ -320,7 +320,8 @@ def register(variant: Variant) -> Variant:
 def compiled(base: Variant) -> Variant:
     """The `torch.compile`-wrapped twin of `base`, named '<base>-compiled'."""
     return replace(base, name=f"{base.name}{COMPILED}", compiled=True, baseline=False,
-                   summary=f"torch.compile({base.name})", on_vocab_shards=None)
+                   summary=f"torch.compile({base.name})", on_vocab_shards=None,
+                   spec=f"{base.spec or base.name}{COMPILED}")
 
 
 def from_callable(obj: object, name: str, origin: str, where: str) -> Variant:

@@ -69,7 +69,8 @@ class Table:
     def of(cls, declared: Sequence[Column], source: object, title: str | None = None, **headers: str) -> Table:
         """A table of the `declared` columns that `source` has (`Column.when`), in their order,
         each header formatted with `headers` ('vs {base}')."""
-        columns = [replace(c, header=c.header.format(**headers)) for c in declared if c.when is None or c.when(source)]
+        columns = [replace(c, header=c.header.format(**headers) if headers else c.header) for c in declared
+                   if c.when is None or c.when(source)]
         return cls(columns, title=title)
 
     def add(self, row: object, style: str = "") -> None:
