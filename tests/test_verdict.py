@@ -100,8 +100,8 @@ def test_the_api_and_the_command_line_agree_on_a_skipped_check_asked_for(monkeyp
     assert not asked.failed and [c.setting for c in asked.unverified] == [Setting((("softcap", 2.0),))]
     assert asked.passed is False
     result = invoke("verify", "--variant", "dense", "--device", "cpu", "--softcap", "2")
-    assert result.exit_code == 1 and "asked for with --softcap, was skipped" in result.output
+    assert result.exit_code == 1 and "asked for with --softcap, was skipped" in " ".join(result.output.split())
     unasked = api.verify(variant="dense", device="cpu")
     assert unasked.skips and not unasked.unverified and unasked.passed is True
     result = invoke("verify", "--variant", "dense", "--device", "cpu")
-    assert result.exit_code == 0 and "1 skipped" in result.output
+    assert result.exit_code == 0 and "1 skipped" in " ".join(result.output.split())
