@@ -113,7 +113,7 @@ def frozen_heap() -> Iterator[None]:
             gc.unfreeze()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Device(ByName, ABC):
     """One kind of device. `name`: its torch device type and the CSV's `device` column.
     `repeats`, `warmup`: a sweep's default timed and untimed steps per point.
@@ -255,7 +255,7 @@ class Device(ByName, ABC):
         """Side (elements) of the square matmul that probes this device's rate in `dtype`."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class CPU(Device):
     """The host: exact byte counts from the allocator's events, `perf_counter` timing."""
 
@@ -311,7 +311,7 @@ class CPU(Device):
                 "is its own)")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class CUDA(Device):
     """An NVIDIA GPU: the caching allocator's statistics, CUDA-event timing."""
 

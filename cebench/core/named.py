@@ -18,13 +18,13 @@ class Named(Protocol):
 
 
 class ByName(str):
-    """A resolved object (a frozen dataclass, declared with `eq=False`, whose first field is
-    its `name`) that is also the `str` of its name, as a `Choice` is of its word: code that
-    reads a point's variant, device or model as text ('dense', a config's path) keeps
-    working, and nothing resolves the name again. It equals its name; another of its kind
-    equals it when every field does (a model whose config.json changed is another model);
-    it hashes as its name. cebench's own code compares objects (the type checker's
-    `strict_equality` holds it)."""
+    """A resolved object (a frozen dataclass, declared with `eq=False, repr=False`, whose
+    first field is its `name`) that is also the `str` of its name, as a `Choice` is of its
+    word: code that reads a point's variant, device or model as text ('dense', a config's
+    path) keeps working, and nothing resolves the name again. It equals its name; another of
+    its kind equals it when every field does (a model whose config.json changed is another
+    model); it hashes as its name, and shows as its kind and name (`Variant('dense')`).
+    cebench's own code compares objects (the type checker's `strict_equality` holds it)."""
 
     name: str
 
@@ -34,6 +34,9 @@ class ByName(str):
 
     def __str__(self) -> str:
         return self.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
     def __eq__(self, other: object) -> bool:
         if type(other) is str:

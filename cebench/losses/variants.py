@@ -104,7 +104,7 @@ class Peer:
     checked: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Variant(ByName):
     """One implementation under test.
 

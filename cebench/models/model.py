@@ -66,7 +66,7 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Model(ByName):
     """A model a step runs: `name` as given (a preset, a config path, either after `hf:`,
     or a build spec), `source` where its numbers come from, `spec` its shape (None for a
