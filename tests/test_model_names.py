@@ -4,6 +4,7 @@ rows carry its name; each model says what it is predicted as (`Model.implementat
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 
 import pytest
@@ -96,3 +97,36 @@ def test_cebench_models_says_what_each_preset_is_at_80_columns(at_width):
         assert len(line) <= 80, line
     text = " ".join(lines)
     assert "hf:<preset> is the transformers model" in text and "Hugging Face id" in text
+
+
+def test_two_config_files_of_one_name_are_told_apart_by_their_folders():
+    """Every Hugging Face snapshot's config is a config.json: a heading names its folder too."""
+    from cebench.core.axes import BY_NAME, heading
+
+    label = BY_NAME["model"].labelled
+    assert label("/x/Llama-3.1-8B/config.json") == "Llama-3.1-8B/config.json" != label("/x/Qwen3-8B/config.json")
+    assert label("hf:snap/Qwen3-8B/config.json:no-cache") == "hf:Qwen3-8B/config.json:no-cache"
+    assert label("configs/llama.json") == "llama.json" and label("gpt2") == "gpt2"
+    assert heading({"model": "/x/Qwen3-8B/config.json", "batch": 1, "context": 8, "vocab": 64, "d_model": 8}
+                   ).startswith("Qwen3-8B/config.json · ")
+
+
+def test_a_path_a_preset_also_names_is_refused_saying_how_to_name_each(tmp_path, monkeypatch):
+    """`--model gpt2` where ./gpt2 is a config file, or meta-llama/Llama-3.1-8B where that
+    path is one: one line, exit 2, never the preset silently; ./gpt2 names the file."""
+    from conftest import invoke, one_error
+
+    config = ('{"model_type": "llama", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, '
+              '"num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 777}')
+    (tmp_path / "gpt2").write_text(config)
+    (tmp_path / "meta-llama").mkdir()
+    (tmp_path / "meta-llama" / "Llama-3.1-8B").write_text(config)
+    monkeypatch.chdir(tmp_path)
+    shape = ("--target", "cpu", "--batch", "1", "--context", "8", "--variant", "dense")
+    assert one_error(invoke("predict", "--model", "gpt2", *shape)).endswith(
+        "give ./gpt2 for the file, openai-community/gpt2 for the preset")
+    assert "give ./meta-llama/Llama-3.1-8B for the file, llama-3.1-8b for the preset" in one_error(
+        invoke("predict", "--model", "meta-llama/Llama-3.1-8B", *shape))
+    assert resolve_model("./gpt2").vocab == 777 and resolve_model("openai-community/gpt2").vocab == 50257
+    help_text = " ".join(re.sub("[│─╭╮╰╯]", " ", invoke("predict", "--help").output).split())  # out of its box
+    assert "A name that is a preset's and an existing file's at once is refused (./name names the file)" in help_text

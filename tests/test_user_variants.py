@@ -257,7 +257,8 @@ def test_cut_cross_entropy_is_unsupported_on_cpu_with_an_actionable_reason(tmp_p
     assert f"not run on cpu here: {name}: needs CUDA" in res.stderr
     assert {r["variant"] for r in csv.DictReader((tmp_path / "r.csv").open())} == {"dense"}
     verify = CliRunner().invoke(app, ["verify", "--variant", name])
-    assert verify.exit_code == 0 and f"not checked (cannot run on this CPU): {name}" in verify.output
+    assert f"not checked (cannot run on this CPU): {name}" in verify.output
+    assert verify.exit_code == 1 and "nothing was checked" in verify.output  # nothing checked is not a pass
 
 
 def test_liger_runs_on_cpu_interpreted_or_says_what_to_install():

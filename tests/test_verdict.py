@@ -40,7 +40,7 @@ def test_a_step_its_settings_exclude_is_refused_to_run_and_to_predict(tmp_path):
     point = _point(model=str(model), optimizer="adamw-in-backward", fsdp=2)
     verdict = support.verdict(point)
     assert verdict.run is not None and verdict.run == verdict.predict and verdict.run.status == "unsupported"
-    assert "adamw-in-backward runs unsharded only (--fsdp 1)" in verdict.run.reason and not verdict.run.loss
+    assert "adamw-in-backward runs unsharded only (--fsdp 1)" in verdict.run.reason and verdict.loss is None
     assert support.reason(point) == support.reason(point, predicted=True) == verdict.run.reason
     (row,) = api.predict(target="cpu", variant="dense", model=str(model), optimizer="adamw-in-backward", fsdp=2,
                          batch=1, context=8)
@@ -59,14 +59,14 @@ def loss(h, weight, targets):
 
 def test_a_loss_that_cannot_be_predicted_alone_is_refused_inside_a_model_too(tmp_path):
     """The probe: the loss alone at batch 1, traced once per process, refuses every model step
-    it is in (`Refusal.loss`), as the error it raised; fit passes such a variant over, saying why."""
+    it is in (`Verdict.loss`), as the error it raised; fit passes such a variant over, saying why."""
     spec = tmp_path / "reads.py"
     spec.write_text(LOSS_ON_DATA)
     model = tmp_path / "tiny.json"
     model.write_text(TINY)
     (point,) = GridOptions(variant=f"{spec}:loss", model=str(model), batch=1, context=8).grid("cpu").expand()
     refused = support.verdict(point).predict
-    assert refused is not None and refused.loss and refused.status == "error"
+    assert refused is not None and refused == support.verdict(point).loss and refused.status == "error"
     assert support.verdict(point).run is None  # measured, its data are real
     (row,) = api.predict(target="cpu", variant=f"{spec}:loss", model=str(model), batch=1, context=8)
     assert (row.status, row.error) == ("error", refused.reason)
@@ -86,10 +86,11 @@ def test_a_size_no_machine_holds_is_refused_before_any_work():
 
 
 def _skipped_softcap(chosen, dtypes, sample, matrix, device, **asked):
-    """`run_all` whose one loss check (softcap 2) Triton's interpreter could not run."""
-    check = LossCheck("dense", LOSS_CASES[0], "fp32", {}, 0.0, None, "interpreter", Setting((("softcap", 2.0),)),
-                      INTERPRETER, unsupported=True)
-    return [check], [], {}
+    """`run_all` with a passing loss check and one (softcap 2) Triton's interpreter could not run."""
+    ran = LossCheck("dense", LOSS_CASES[0], "fp32", {"loss": 0.0}, 1e-5, True)
+    skipped = LossCheck("dense", LOSS_CASES[0], "fp32", {}, 0.0, None, "interpreter", Setting((("softcap", 2.0),)),
+                        INTERPRETER, unsupported=True)
+    return [ran, skipped], [], {}
 
 
 def test_the_api_and_the_command_line_agree_on_a_skipped_check_asked_for(monkeypatch):
@@ -97,7 +98,8 @@ def test_the_api_and_the_command_line_agree_on_a_skipped_check_asked_for(monkeyp
     False, and the command exits 1 from it; not asked for, it passes, with the skip said."""
     monkeypatch.setattr(verify_mod, "run_all", _skipped_softcap)
     asked = api.verify(variant="dense", device="cpu", softcap=2)
-    assert not asked.failed and [c.setting for c in asked.unverified] == [Setting((("softcap", 2.0),))]
+    assert asked.checked == 1 and not asked.failed
+    assert [c.setting for c in asked.unverified] == [Setting((("softcap", 2.0),))]
     assert asked.passed is False
     result = invoke("verify", "--variant", "dense", "--device", "cpu", "--softcap", "2")
     assert result.exit_code == 1 and "asked for with --softcap, was skipped" in " ".join(result.output.split())
@@ -105,3 +107,13 @@ def test_the_api_and_the_command_line_agree_on_a_skipped_check_asked_for(monkeyp
     assert unasked.skips and not unasked.unverified and unasked.passed is True
     result = invoke("verify", "--variant", "dense", "--device", "cpu")
     assert result.exit_code == 0 and "1 skipped" in " ".join(result.output.split())
+
+
+def test_nothing_checked_is_not_a_pass(monkeypatch):
+    """A variant that cannot run here leaves nothing to check: not 'all 0 checks passed', exit 1."""
+    monkeypatch.setattr(verify_mod, "run_all", lambda *args, **kwargs: ([], [], {"dense": "cannot run here"}))
+    verified = api.verify(variant="dense", device="cpu")
+    assert verified.checked == 0 and not verified.failed and verified.passed is False
+    result = invoke("verify", "--variant", "dense", "--device", "cpu")
+    assert result.exit_code == 1 and "nothing was checked: no check could run on this CPU" in result.output
+    assert "all 0" not in result.output

@@ -64,12 +64,14 @@ class Missing:
 @dataclass
 class CheckReport:
     """What `compare` found. Tolerances are fractions (0.01 = 1 %); `time_tol` None means
-    time was not gated."""
+    time was not gated. `timed`: the matched points whose step times were compared (measured
+    on both sides)."""
 
     mem_tol: Fraction
     time_tol: Fraction | None
     strict: bool
     matched: int = 0
+    timed: int = 0
     regressed: list[Finding] = field(default_factory=list)
     improved: list[Finding] = field(default_factory=list)
     missing: list[Missing] = field(default_factory=list)
@@ -89,6 +91,7 @@ class CheckReport:
             "alpha": ALPHA,
             "strict": self.strict,
             "matched": self.matched,
+            "timed": self.timed,
             "regressed": [asdict(f) for f in self.regressed],
             "improved": [asdict(f) for f in self.improved],
             "missing": [asdict(m) for m in self.missing],
@@ -178,6 +181,7 @@ def compare(results: pd.DataFrame, baseline: pd.DataFrame, mem_tol: Fraction = F
             _compare_metric(report, config, MEMORY, row[f"{MEMORY}_b"], row[f"{MEMORY}_r"], mem_tol)
             if time_tol is not None and pd.notna(row[f"{TIME}_b"]) and pd.notna(row[f"{TIME}_r"]):
                 # predicted rows have no measured time: only their memory is compared
+                report.timed += 1
                 unsampled += _compare_time(report, config, row, time_tol)
     if not report.matched:
         raise UsageError(f"{names[0]} and {names[1]} have no measured configuration in common "

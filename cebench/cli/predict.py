@@ -84,7 +84,9 @@ def predict_command(
 
 
 @command(name="fit")
-@with_axes(skip=("batch",), single=FIT_POINT, after="budget")
+@with_axes(skip=("batch",), single=FIT_POINT, after="budget",
+           defaults={"context": "Default: 128; with --model, the model's own longest (its config's "
+                                "max_position_embeddings)."})
 def fit_command(
     ctx: typer.Context,
     budget: str = typer.Option(None, metavar="BYTES", show_default=False,
@@ -132,4 +134,6 @@ def fit_command(
     print_table(fit_table(fitted, unit), wide, columns, checked=True)
     out.print(fit_note(fitted, unit), highlight=False)
     if out_path is not None:
-        out.print(f"{sum(f.answered for f in fitted.fits)} rows → {out_path}", highlight=False)
+        answered = sum(f.answered for f in fitted.fits)
+        out.print(f"{answered} rows → {out_path}" if answered
+                  else f"0 rows: nothing written to {out_path} (not one setting fits)", highlight=False)

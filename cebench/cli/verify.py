@@ -74,8 +74,8 @@ def verify(
     and the summary names it; a skipped check of a setting asked for (a semantics option
     given) fails verify: what was asked was not verified.
 
-    Exit codes: 0 every check that ran passed, 1 a check failed or one asked for was skipped,
-    2 bad input.
+    Exit codes: 0 every check that ran passed, 1 a check failed, one asked for was skipped, or
+    none could run (nothing checked is not a pass), 2 bad input.
     """
     from cebench import api
 
@@ -105,6 +105,8 @@ def verify(
     if failed:
         out.print(f"{failed} of {len(verdicts) - verdicts.count(None)} applicable checks failed: "
                   f"{failures_text(loss_checks, sampler_checks)}", style="bold red", highlight=False)
+    elif not verified.checked:  # nothing checked is not a pass
+        out.print(f"nothing was checked: no check could run on {here}", style="bold red", highlight=False)
     elif skips:  # not "all": a skipped check neither passed nor failed
         out.print(f"{verdicts.count(True)} applicable checks passed, {len(skips)} skipped", style="green")
     else:

@@ -63,7 +63,9 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
     if name.strip().lower() != "auto":  # checked before the grid; 'auto' resolved after it (torch looks for a GPU)
         devices.target(name, auto=True, param=param)
     options = GridOptions(**{**grid, "variant": grid.get("variant") or EXPLAIN_VARIANTS, "workload": LOSS})
-    one_value(options.given(batch=options.axes.get("batch") or "1").grid(devices.HOST), "explain")  # before torch
+    checked = options.given(batch=options.axes.get("batch") or "1")
+    one_value(checked, devices.HOST.kind, "explain")  # before any model is resolved
+    checked.grid(devices.HOST)  # every other option too, before 'auto' imports torch to look for a GPU
     here = devices.target(name, auto=True, param=param)
     meta = meta or here.is_target or not here.available()
     if options.axes.get("batch") is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cebench.commands import arguments
-from cebench.core.axes import AXES, STEP_SETTINGS
+from cebench.core.axes import AXES, STEP_SETTINGS, parse_world
 from cebench.core.config import LOSS, Settings
 from cebench.core.errors import InputWarning, UsageError, describe
 from cebench.core.guard import time_limit
@@ -151,6 +151,7 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
                              "budget")
     if measure:
         devices.target(target, here=True, param="target")  # the target must be here to measure on it
+    one_value(GridOptions(**{**grid, "batch": 1}), device.kind, "fit", lists=STEP_SETTINGS)
     grid, context_from = _own_context(grid)
     options = GridOptions(**{**grid, "batch": 1, "workload": LOSS})
     candidates = options.grid(device)
@@ -166,7 +167,6 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
         one_kind(read_rows(out, warn=False), predictions=True)
     if grid.get("variant") is None:  # compiled ones when named: each batch a fit asks of one compiles it again
         candidates = replace(candidates, variants=tuple(v for v in candidates.variants if not v.compiles))
-    one_value(candidates, "fit", lists=STEP_SETTINGS)
     if support.too_large(max_batch, candidates.context[0], candidates.vocab[0], candidates.d_model[0]):
         raise UsageError(f"{max_batch:,} sequences of {candidates.context[0]:,} tokens would need more fp32 logits "
                          "than any machine holds", "max_batch")
@@ -178,8 +178,8 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
 
     points, skipped = [], {}
     for point in candidates.expand():
-        refused = support.verdict(point).predict
-        if refused is not None and refused.loss:  # its loss alone cannot be predicted: passed over, said why
+        refused = support.verdict(point).loss
+        if refused is not None:  # its loss alone cannot be predicted: passed over, said why
             skipped[named(point)] = refused.reason
         else:  # a point its step refuses is answered unsupported, saying why (`points.fit`)
             points.append(point)
@@ -292,14 +292,15 @@ def warn_user_code(options: GridOptions, seconds: float | None, command: str) ->
                   stacklevel=3)
 
 
-def one_value(grid: Any, command: str, lists: tuple[str, ...] = ()) -> None:
-    """Every axis but ce_chunk (and those named in `lists`) takes one value in `command`, and
-    so does --gpus unless fsdp is in `lists`."""
-    if len(grid.gpus) > 1 and "fsdp" not in lists:
-        raise UsageError(f"{command} takes one value, not {','.join(map(str, grid.gpus))} (sweep measures a grid)",
-                         "gpus")
+def one_value(options: GridOptions, kind: str, command: str, lists: tuple[str, ...] = ()) -> None:
+    """Every axis but ce_chunk (and those named in `lists`) takes one value in `command` (its
+    options as given, each parsed, or the default of device `kind`), and so does --gpus unless
+    fsdp is in `lists`: checked before any work (no model is resolved, torch not imported)."""
+    gpus = parse_world(options.gpus, "gpus") if options.gpus is not None else ()
+    if len(gpus) > 1 and "fsdp" not in lists:
+        raise UsageError(f"{command} takes one value, not {','.join(map(str, gpus))} (sweep measures a grid)", "gpus")
     for axis in AXES:
-        values = grid.values[axis.name]
+        values = axis.values(options.axes.get(axis.name), kind)
         if not axis.chunked_only and axis.name not in lists and len(values) > 1:
             listed = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
             raise UsageError(f"{command} takes one value, not {listed} (sweep measures a grid)", axis.name)

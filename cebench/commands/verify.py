@@ -24,8 +24,8 @@ class Verified:
     settings checked, in order, the device they ran on, and the loss semantics asked for
     (`asked`: the axes whose values were given). A check Triton's interpreter cannot run is
     skipped (`LossCheck.skipped`), neither passed nor failed; one of a setting asked for is
-    `unverified`. `passed`: no check failed and none asked for was skipped (what `cebench
-    verify`'s exit status says)."""
+    `unverified`. `passed`: a check passed, none failed and none asked for was skipped (what
+    `cebench verify`'s exit status says: nothing checked is not a pass)."""
 
     losses: list[LossCheck]
     samplers: list[SamplerCheck]
@@ -33,6 +33,11 @@ class Verified:
     settings: list[Setting] = field(default_factory=list)
     device: Device = devices.HOST
     asked: frozenset[str] = frozenset()
+
+    @property
+    def checked(self) -> int:
+        """How many checks passed or failed (not those that claim nothing, nor the skipped)."""
+        return sum(c.passed is not None for c in self.losses) + len(self.samplers)
 
     @property
     def failed(self) -> int:
@@ -51,7 +56,7 @@ class Verified:
 
     @property
     def passed(self) -> bool:
-        return not self.failed and not self.unverified
+        return bool(self.checked) and not self.failed and not self.unverified
 
 
 SAMPLER_LOGITS = 2**30  # draws × vocab: the dense sampler holds them as fp32 logits (4 GiB) on this machine

@@ -111,9 +111,17 @@ def parse_fractions(text: str, param: str) -> tuple[float, ...]:
     return _parse_floats(text, param, lambda v: 0 <= v < 1, "must be at least 0 and below 1")
 
 
+FP32_MAX = 3.4028234663852886e38  # the largest finite fp32: a loss's coefficient the loss computes with
+
+
 def parse_nonnegative(text: str, param: str) -> tuple[float, ...]:
-    """'0,30' → (0.0, 30.0): finite numbers ≥ 0."""
-    return _parse_floats(text, param, lambda v: 0 <= v < float("inf"), "must be a finite number ≥ 0")
+    """'0,30' → (0.0, 30.0): numbers ≥ 0 that fp32, where a loss computes with them, holds
+    (`FP32_MAX`; beyond it one is inf there)."""
+    values = _parse_floats(text, param, lambda v: 0 <= v < float("inf"), "must be a finite number ≥ 0")
+    if max(values) > FP32_MAX:
+        raise UsageError(f"{max(values):g} is beyond what fp32, where the loss computes with it, holds (at most "
+                         f"{FP32_MAX:.4g})", param)
+    return values
 
 
 def parse_unit_interval(text: str, param: str) -> tuple[float, ...]:
@@ -352,10 +360,13 @@ def _ignored(share: object) -> str:
 
 def _file_name(model: object) -> str:
     """A model by its file's name ('llama.json' for 'configs/llama.json', 'hf:llama.json' for
-    'hf:configs/llama.json'): the CSV keeps the path whole."""
+    'hf:configs/llama.json'), a `config.json` by its folder's too ('Llama-3.1-8B/config.json':
+    every Hugging Face snapshot holds one of that name): the CSV keeps the path whole."""
     text = str(model)
     prefix = "hf:" if text.startswith("hf:") else ""
-    return prefix + text[len(prefix):].rsplit("/", 1)[-1]
+    parts = text[len(prefix):].split("/")
+    kept = parts[-2:] if parts[-1].split(":")[0] == "config.json" and len(parts) > 1 else parts[-1:]
+    return prefix + "/".join(kept)
 
 
 _MODEL_STEP = ("model", "applies to a model's training step")
@@ -432,7 +443,8 @@ AXES: tuple[Axis, ...] = (
               "Face config.json (cebench's decoder; :repeat-kv after it repeats grouped keys and values per query "
               "head, as torchtune's attention does), either after hf: (the transformers model itself; :no-dropout, "
               ":no-cache after it turn those off), or path/to/file.py:build / package.module:build; the model sets "
-              "vocab and d_model.",
+              "vocab and d_model. A name that is a preset's and an existing file's at once is refused (./name "
+              "names the file).",
          one="Model whose training step the loss runs in: a preset (cebench models; or its Hugging Face id), a "
              "config.json, either after hf: (the transformers model), or file.py:build / package.module:build.",
          doc="the model whose training step the loss ran in (a preset, a config.json path, either after `hf:`, or a "

@@ -131,7 +131,9 @@ class Device(ByName, ABC):
     'cuda'), `workspace_bytes` (one cuBLAS workspace), `capacity_bytes` (total memory) and
     `bf16_flops` (dense BF16 matmul rate, FLOP/s); a device kind has 0 and None there.
     `card`: the GPU a prediction for it is made for (`targets.Target`: compute capability, SM
-    count; a named target's own, `targets.DEFAULT_GPU` for the kind 'cuda'; None on the host)."""
+    count; a named target's own, `targets.DEFAULT_GPU` for the kind 'cuda'; None on the host).
+    `uncounted`: what a peak measured or predicted here leaves out of the device's memory
+    (README: "How each number is measured"), which a budget keeps room for."""
 
     name: str
     repeats: int
@@ -148,6 +150,7 @@ class Device(ByName, ABC):
     capacity_bytes: int | None = None
     bf16_flops: float | None = None
     card: targets_mod.Target | None = None
+    uncounted: str = ""
 
     @property
     def kind(self) -> str:
@@ -414,11 +417,15 @@ class CUDA(Device):
 _KNOWN: tuple[Device, ...] = (
     CPU(name="cpu", repeats=4, warmup=1, isolate_by_default=False, nominal_flops=1e11, granularity=1,
         mem_method="cpu-allocator-events", events_method="cpu-allocator-events", host_tensors_count=True,
-        norm_stats_in_input_dtype=True),
+        norm_stats_in_input_dtype=True,
+        uncounted="the process's memory besides its tensors (the Python interpreter, torch's own libraries, their "
+                  "threads' stacks), the C allocator's own overhead, other processes on the machine"),
     CUDA(name="cuda", repeats=20, warmup=3, isolate_by_default=True, nominal_flops=3e14,
          granularity=512,  # the caching allocator rounds every block up to 512 bytes
          mem_method="cuda-max-memory-allocated", events_method="cuda-allocator-events",
-         host_tensors_count=False, card=targets_mod.DEFAULT_GPU),
+         host_tensors_count=False, card=targets_mod.DEFAULT_GPU,
+         uncounted="the CUDA context and kernels (outside the caching allocator), NCCL's own buffers, the allocator's "
+                   "fragmentation (reserved above allocated), other processes on the GPU"),
 )
 SMALL_SIZE, ROUND_LARGE, LARGE_ALLOC = 2**20, 2 * 2**20, 10 * 2**20  # the caching allocator's constants (bytes)
 DEVICES: tuple[str, ...] = tuple(d.name for d in _KNOWN)  # the kinds of device a step runs on

@@ -44,19 +44,18 @@ from cebench.store.schema import Status
 @dataclass(frozen=True)
 class Refusal:
     """Why a point cannot be run or predicted, in one line, and the row status that makes
-    (`unsupported`; `error` where the probe of its loss failed on meta). `loss`: the loss
-    itself is the cause, whatever step it is in (the probe: `fit` passes such a variant over)."""
+    (`unsupported`; `error` where its loss failed on meta)."""
 
     reason: str
     status: str = Status.UNSUPPORTED
-    loss: bool = False
 
 
 class Verdict:
     """The one answer about `config`: whether it can `run` on its device here (measured),
-    be `predict`ed on meta for its target, and have its step time predicted (`time`, asked
-    of a point that can be predicted). Each is None (it can) or why not, found when first
-    asked, once (a refusal's reason is one line)."""
+    be `predict`ed on meta for its target, whether its `loss` alone can be (whatever step it
+    is in: `fit` passes over a point whose loss cannot), and have its step time predicted
+    (`time`, asked of a point that can be predicted). Each is None (it can) or why not, found
+    when first asked, once (a refusal's reason is one line)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -74,18 +73,22 @@ class Verdict:
     def predict(self) -> Refusal | None:
         """Why it cannot be predicted on meta for its target (None: it can): a setting its
         step excludes, what its variant needs, what a trace cannot follow, or (inside a model)
-        its loss alone at batch 1 (`Refusal.loss`)."""
+        its `loss` alone."""
         config = self.config
         own = variants.own(config)
         why = (_step(config) or variant_reason(own, config.device, predicted=True) or own.lacks(config)
                or _unfollowed(config))
         if why is not None:
             return Refusal(why)
-        if not config.has_model:
-            return None
+        return self.loss if config.has_model else None
+
+    @functools.cached_property
+    def loss(self) -> Refusal | None:
+        """Why its loss alone cannot be predicted (None: it can): the probe, its verdict at batch
+        1 without a model and its trace (milliseconds; once per process for every step it is in)."""
         from cebench.models.training import loss_alone
 
-        return _probe(loss_alone(replace(config, batch=1)))
+        return _probe(loss_alone(replace(self.config, batch=1)))
 
     @functools.cached_property
     def time(self) -> str | None:
@@ -142,11 +145,26 @@ def too_large(batch: int, context: int, vocab: int, d_model: int) -> tuple[str, 
     return None
 
 
+# What torch raises for a combination it refuses to run (a substring of its message), said in cebench's words with
+# the way out.
+TORCH_REFUSES = (
+    ("donated buffers", "torch.compile hands a compiled loss's backward the buffers its forward saved (donated "
+                        "buffers), so no second backward can use them: --retain-graph applies to eager variants; run "
+                        "the compiled one without it"),
+)
+
+
+def torch_refused(exc: BaseException) -> str | None:
+    """Why torch refused the step that raised `exc`, in cebench's words (`TORCH_REFUSES`);
+    None where it is not such a refusal."""
+    return next((said for needle, said in TORCH_REFUSES if needle in str(exc)), None)
+
+
 def refusal(exc: BaseException) -> Refusal:
     """What a prediction that raised `exc` says: `unsupported` where a trace cannot follow the
-    step (a custom op, compiled code not as one graph), else `error` (an op without a meta
-    kernel, say). A user's code that exits (`UsageError`, `cebench.core.guard`) is not a
-    refusal: it is raised again."""
+    step (a custom op, compiled code not as one graph) or torch refuses it (`torch_refused`),
+    else `error` (an op without a meta kernel, say). A user's code that exits (`UsageError`,
+    `cebench.core.guard`) is not a refusal: it is raised again."""
     from cebench.engine import compiled
     from cebench.engine.trace import OpaqueOp
 
@@ -154,7 +172,8 @@ def refusal(exc: BaseException) -> Refusal:
         raise exc
     if isinstance(exc, (OpaqueOp, compiled.NotCompiled)):
         return Refusal(str(exc))
-    return Refusal(describe(exc), Status.ERROR)
+    refused = torch_refused(exc)
+    return Refusal(refused) if refused else Refusal(describe(exc), Status.ERROR)
 
 
 def _step(config: Config) -> str | None:
@@ -199,7 +218,7 @@ def _unfollowed(config: Config) -> str | None:
 @functools.lru_cache(maxsize=256)
 def _probe(alone: Config) -> Refusal | None:
     """Why the loss alone at `alone` (batch 1, no model) cannot be predicted: its verdict, or
-    what its trace raised (milliseconds; once per process for every model step it is in)."""
+    what its trace raised."""
     from cebench.engine.trace import predict_peak
 
     found = verdict(alone).predict
@@ -208,4 +227,4 @@ def _probe(alone: Config) -> Refusal | None:
             predict_peak(alone)
         except Exception as exc:
             found = refusal(exc)
-    return None if found is None else replace(found, loss=True)
+    return found

@@ -164,7 +164,9 @@ def resolve_model(text: str) -> Model:
     `UsageError` (param 'model') when it names nothing usable. Resolved once per process
     while the file it names stays as it was (a build's module, like any Python module, is
     imported once per process). A preset is named by its name or its Hugging Face id, case
-    ignored; the `Model`'s `name` is its canonical name (`canonical_name`)."""
+    ignored; the `Model`'s `name` is its canonical name (`canonical_name`). A name that is
+    both a preset's and an existing path's is a `UsageError` (`./name` names the file)."""
+    _unambiguous(text)
     text = canonical_name(text)
     name = hf_mod.split(text)[0] if text.startswith(hf_mod.PREFIX) else text
     file = Path(name if name.endswith(".json") or Path(name).is_file() else name.rpartition(":")[0])
@@ -215,6 +217,18 @@ def of(config: Config) -> Model:
     if not config.has_model:
         raise ValueError("a point of the loss alone has no model")
     return cast(Model, config.model)
+
+
+def _unambiguous(text: str) -> None:
+    """A `UsageError` when `text` (its preset or file part, less ``hf:`` and the suffixes)
+    names a preset and an existing file or folder at once."""
+    head = text.removeprefix(hf_mod.PREFIX).partition(":")[0]
+    preset = preset_name(head)
+    if preset is None or not Path(head).exists():
+        return
+    other = next(n for n in (preset, PRESETS[preset].repo) if n.lower() != head.lower())
+    raise UsageError(f"'{head}' names both the preset {preset} and the {'folder' if Path(head).is_dir() else 'file'} "
+                     f"{Path(head).resolve()}: give ./{head} for the file, {other} for the preset", "model")
 
 
 def preset_name(text: str) -> str | None:

@@ -60,7 +60,9 @@ def summary(report: CheckReport) -> Text:
     from cebench.analyze.check import ALPHA
 
     time = ("time not gated" if report.time_tol is None
-            else f"time tolerance {_percent(report.time_tol)} (Mann-Whitney p < {ALPHA:g})")
+            else f"time tolerance {_percent(report.time_tol)} (Mann-Whitney p < {ALPHA:g}) on {report.timed} "
+                 "points timed on both sides" if report.timed
+            else f"time tolerance {_percent(report.time_tol)}, but no point was timed on both sides: no time compared")
     strict = " (--strict: each one fails)" if report.strict and report.missing else ""
     verdict = Text("PASS" if report.passed else "FAIL", style="bold green" if report.passed else "bold red")
     return verdict.append(f": {report.matched} points matched; {len(report.regressed)} regressed, "

@@ -213,7 +213,7 @@ def fit_note(fitted: Fitted, unit: str | None = None) -> str:
             else "none of the budget (--headroom 0%)")
     advice = _nothing_fits(fitted, unit)
     return (f"{context}, vocab {c.vocab:,}, d_model {c.d_model:,}, {c.dtype}; predicted on meta tensors "
-            f"for {c.device} (peak includes {inputs}{workspaces}).{time}{advice} Not counted: {NOT_COUNTED}; "
+            f"for {c.device} (peak includes {inputs}{workspaces}).{time}{advice} Not counted: {c.device.uncounted}; "
             f"{kept} is kept free for them (--headroom).")
 
 
@@ -235,7 +235,3 @@ def _nothing_fits(fitted: Fitted, unit: str | None) -> str:
     return (f" Not one sequence of {c.context:,} tokens fits in {format_bytes(fitted.limit, unit)} in any row: try "
             f"{', '.join(ways[:-1])} or {ways[-1]}.")
 
-
-# What a predicted peak leaves out, for the line under `fit`'s table (README: "How each number is measured").
-NOT_COUNTED = ("the CUDA context and kernels (outside the caching allocator), NCCL's own buffers, the allocator's "
-               "fragmentation (reserved above allocated), other processes on the GPU")

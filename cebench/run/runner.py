@@ -158,8 +158,9 @@ def run(config: Config, settings: Settings, *, calibrate: bool = True, floor_ms:
     try:
         outcome = _measure(config, settings)
     except Exception as exc:  # failure is data: classify, record, and move on
-        result.status = Status.OOM if device.is_oom(exc) else Status.ERROR
-        result.error = describe(exc)
+        refused = support.torch_refused(exc)
+        result.status = Status.OOM if device.is_oom(exc) else Status.UNSUPPORTED if refused else Status.ERROR
+        result.error = refused or describe(exc)
     device.free_cache()
     if outcome is None:
         return result

@@ -67,7 +67,8 @@ C = Read("torch._C", ("_storage_Use_Count", "_current_autograd_node", "_DisableT
 STORAGE = Read("torch.UntypedStorage", ("_cdata",), "the identity of the storage a Python wrapper wraps")
 TENSOR = Read("torch.Tensor", ("_use_count", "_is_zerotensor"), "a TensorImpl's use count; whether it is a "
               "ZeroTensor")
-NODE = Read("torch.autograd.graph.Node", ("_sequence_nr",), "which call of its forward made an autograd node")
+NODE = Read("torch._C._functions.AccumulateGrad", ("_sequence_nr",), "which call of its forward made an autograd "
+            "node (every C++ node has it; the Python class torch.autograd.graph.Node only from 2.9 on)")
 ENGINE = Read("torch.autograd.Variable", ("_execution_engine",), "autograd's engine, which runs a callback once the "
               "backward is done")
 TORCH = Read("torch", ("_dynamo", "_fused_sdp_choice"), "Dynamo, imported ahead of a step; the fused attention "
