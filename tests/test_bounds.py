@@ -113,6 +113,12 @@ def test_a_fake_world_of_many_ranks_is_announced_as_it_is_built(model, monkeypat
     lines = [line for line in result.stderr.splitlines() if "fake world" in line]
     assert lines == ["warning: --fsdp 2: building a fake world of 2 ranks to predict rank 0's step, which may take "
                      "minutes (Ctrl-C stops it)"]
+    # named as the user asked for it: --gpus, never an --fsdp not given
+    result = invoke("predict", "--target", "cpu", "--model", model, "--gpus", 2, *SHAPE)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if "fake world" in line]
+    assert lines == ["warning: --gpus 2: building a fake world of 2 ranks to predict rank 0's step, which may take "
+                     "minutes (Ctrl-C stops it)"]
 
 
 EXITS = '''

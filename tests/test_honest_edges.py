@@ -75,3 +75,36 @@ def test_torchs_refusal_of_a_second_backward_is_said_in_cebenchs_words():
     assert support.refusal(raw) == support.Refusal(said)  # unsupported, not an error
     assert support.torch_refused(RuntimeError("something else")) is None
     assert support.refusal(RuntimeError("something else")).status == "error"
+
+
+def test_show_reads_standard_input_and_shows_any_column_of_the_csv(tmp_path):
+    from typer.testing import CliRunner
+
+    from cebench.cli import app
+
+    out = tmp_path / "p.csv"
+    api.predict(target="cpu", variant="dense", batch=1, context=8, vocab=64, d_model=8, out=out)
+    result = CliRunner().invoke(app, ["show", "-", "--columns", "tp,fsdp,n_params"], input=out.read_text(),
+                                env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("variant"))
+    assert header.split()[-4:] == ["tp", "fsdp", "n_params", "status"] and "1 rows from standard input" in result.output
+    assert "unknown column(s) nope" in one_error(invoke("show", out, "--columns", "nope"))
+
+
+def test_a_resumed_sweep_holds_an_unsupported_point_once(tmp_path):
+    """A point its verdict refuses is written once; --resume passes over it while it is still
+    refused (it would only append the same row again)."""
+    import csv
+
+    model = tmp_path / "odd.json"
+    model.write_text('{"model_type": "llama", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, '
+                     '"num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 64}')
+    out = tmp_path / "r.csv"
+    grid = ("sweep", "--device", "cpu", "--model", model, "--batch", "2", "--context", "6", "--variant", "dense",
+            "--tp", "3", "--repeats", "1", "--out", out)
+    assert invoke(*grid).exit_code == 0
+    for _ in range(2):
+        assert invoke(*grid, "--resume").exit_code == 0
+    rows = list(csv.DictReader(out.open()))
+    assert [r["status"] for r in rows] == ["unsupported"] and "does not divide" in rows[0]["error"]

@@ -95,3 +95,9 @@ def test_no_module_but_the_world_multiplies_or_divides_the_degrees():
                 if words & degrees and words <= sizes:
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {ast.unparse(node)}")
     assert not found, "\n".join(found)
+
+
+def test_a_world_is_named_by_the_options_that_ask_for_it():
+    world = World(fsdp=4, tp=2)
+    assert world.asked() == "--fsdp 4 --tp 2" and world.asked(gpus=True) == "--gpus 8 --tp 2"
+    assert World(fsdp=10_000).asked(gpus=True) == "--gpus 10000"

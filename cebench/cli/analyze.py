@@ -1,18 +1,38 @@
 """`cebench show`, `plot` and `check`: views over a results CSV (table, figures, gate)."""
 from __future__ import annotations
 
+import sys
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
 from cebench.cli.app import check_columns, command, err, out, print_table, user_prints_to_stderr
-from cebench.cli.options import Columns, MemoryUnit, Wide
+from cebench.cli.options import MemoryUnit, Wide
 from cebench.core.axes import X_AXES
 from cebench.core.errors import UsageError
 from cebench.core.units import parse_bytes
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 CSV_HELP = "A results CSV written by cebench sweep or predict."
+STDIN = Path("-")  # show's CSV argument for standard input, as Unix tools read it
+
+
+def load_csv(path: Path) -> pd.DataFrame:
+    """The results CSV at `path`, or the one on standard input where `path` is `STDIN`
+    (copied to a temporary file first, which the checks' messages name)."""
+    from cebench.store.frame import load
+
+    if path != STDIN:
+        return load(path)
+    with tempfile.TemporaryDirectory(prefix="cebench-stdin-") as folder:
+        copy = Path(folder) / "stdin.csv"
+        copy.write_text(sys.stdin.read())
+        return load(copy)
 LAST_ROW = "Where the CSV holds a configuration more than once (sweeps append), its last row is used."
 FORMATS = ("table", "markdown", "csv", "json")
 LONG_TABLE = 20_000  # rows: a longer table earns a warning before it is built (minutes, and a long scroll)
@@ -23,21 +43,28 @@ LONG_TABLE = 20_000  # rows: a longer table earns a warning before it is built (
               "ms, each timed step) and the table's ratios.",
          short_help="Print the sweep table from a results CSV.")
 def show(
-    csv: Path = typer.Argument(..., metavar="CSV", help=CSV_HELP, show_default=False),
+    csv: Path = typer.Argument(..., metavar="CSV", help=f"{CSV_HELP} - reads it from standard input.",
+                               show_default=False),
     fmt: str = typer.Option("table", "--format", metavar="FORMAT", show_default=False,
                             help="table, markdown, csv or json. Default: table."),
     unit: MemoryUnit = None,
     wide: Wide = False,
-    columns: Columns = None,
+    columns: Annotated[str | None, typer.Option(
+        metavar="LIST", help="Show these columns besides the ones always shown, comma-separated by key (the footer "
+                             "of a narrow table names the keys it left out), or any column of the CSV "
+                             "(--columns fsdp,tp).")] = None,
 ) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     from cebench.analyze.compare import view
     from cebench.render.report import column_keys, markdown, results_table
-    from cebench.store.frame import distinct, latest, load, samples
+    from cebench.run.grid import split
+    from cebench.store.frame import distinct, latest, samples
+    from cebench.store.schema import COLUMNS
 
-    check_columns(columns, column_keys(timed=None))  # measured or predicted rows: either's time
-    frame = load(csv)
+    keys = column_keys(timed=None)  # measured or predicted rows: either's time; and any column of the CSV
+    check_columns(columns, keys + [c for c in COLUMNS if c not in keys])
+    frame = load_csv(csv)
     rows = latest(frame)
     if len(rows) > LONG_TABLE:
         err.print(f"warning: {csv}: {len(rows):,} rows to lay out, which takes a while; --format csv prints their "
@@ -49,11 +76,13 @@ def show(
         typer.echo(values.to_csv(index=False) if fmt == "csv" else values.to_json(orient="records", indent=2),
                    nl=fmt == "json")
         return
-    title = (f"{csv} · {distinct(rows, 'device')} ({distinct(rows, 'device_name')}) · "
+    source = "standard input" if csv == STDIN else str(csv)
+    title = (f"{source} · {distinct(rows, 'device')} ({distinct(rows, 'device_name')}) · "
              f"{distinct(rows, 'threads')} threads · torch {distinct(rows, 'torch_version')}")
-    table = results_table(rows, title=title, unit=unit)
+    raw = [k for k in split(columns, "columns") if k not in keys] if columns is not None else []
+    table = results_table(rows, title=title, unit=unit, raw=raw)
     repeated = len(frame) - len(rows)
-    table.notes.append(f"{len(rows)} rows from {csv}" + (f"; {repeated} repeated row(s) hidden, the last of each "
+    table.notes.append(f"{len(rows)} rows from {source}" + (f"; {repeated} repeated row(s) hidden, the last of each "
                                                          "shown" if repeated else ""))
     if fmt == "markdown":
         typer.echo(markdown(table))

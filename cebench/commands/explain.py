@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cebench.commands import arguments
-from cebench.commands.predict import one_value, warn_user_code
+from cebench.commands.predict import one_value, warn_user_code, warn_worlds
 from cebench.core import devices
 from cebench.core.axes import BY_NAME, NO_MODEL
 from cebench.core.config import LOSS, Config
@@ -72,6 +72,7 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
         options = options.given(batch=str(max(BY_NAME["batch"].default(here.kind))))
     points = options.grid(here)
     if points.model[0] != NO_MODEL:
+        warn_worlds(points.expand(), options, "explain")
         return _anatomies(points)
 
     from cebench.analyze.explain import Unexplainable

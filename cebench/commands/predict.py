@@ -54,6 +54,7 @@ def predict(*, target: str = "cuda", out: Path | str | None = None, point_timeou
         variants.smoke_test(points.variants, devices.HOST)  # a user's variant keeps the contract, on a tiny problem
         expanded = points.expand()
         warn_meta_work(expanded, "predict")
+        warn_worlds(expanded, options, "predict")
         rows = []
         with session():  # the points' sharded steps share their fake world and models
             for done, point in enumerate(expanded):
@@ -187,6 +188,7 @@ def _fit(budget: int | None, target: str, max_batch: int, measure: bool, headroo
         name, why = next(iter(skipped.items()))
         raise UsageError(f"no variant here can be predicted ({name}: {why})", "variant")
     warn_meta_work([replace(p, batch=max_batch) for p in points], f"fit (at --max-batch {max_batch:,})")
+    warn_worlds(points, options, "fit")
     within = peak_limit(budget, headroom)
     fits = []
     with session():  # the points' sharded steps share their fake world and models
@@ -263,6 +265,20 @@ def warn_meta_work(points: Iterable[Config], command: str) -> None:
                          "events); fewer tokens or a larger --ce-chunk")
     warnings.warn(InputWarning(f"{work}, which may take minutes; fewer tokens or a larger --ce-chunk take less "
                                "(Ctrl-C stops it)"), stacklevel=3)
+
+
+def warn_worlds(points: Iterable[Config], options: GridOptions, command: str) -> None:
+    """An `InputWarning`, once, before `command` predicts in a fake world of more than
+    `fake_world.NOTICE_RANKS` ranks (its largest): named by the options the user gave
+    (`--gpus` where given), and how long it may take."""
+    from cebench.engine import fake_world
+
+    worlds = [p.world for p in points if p.world.size > fake_world.NOTICE_RANKS]
+    if worlds:
+        world = max(worlds, key=lambda w: w.size)
+        warnings.warn(InputWarning(f"{world.asked(options.gpus is not None)}: building a fake world of "
+                                   f"{world.size:,} ranks to predict rank 0's step, which may take minutes "
+                                   "(Ctrl-C stops it)"), stacklevel=3)
 
 
 def warn_user_code(options: GridOptions, seconds: float | None, command: str) -> None:

@@ -21,6 +21,7 @@ from cebench.core.config import Config, Settings
 from cebench.core.errors import InputWarning, UsageError
 from cebench.core.guard import time_limit, user_code
 from cebench.core.shard import Shard, from_env, parse
+from cebench.engine import support
 from cebench.losses import variants
 from cebench.models import model as model_mod
 from cebench.run import plan as plan_mod
@@ -28,8 +29,8 @@ from cebench.run import shard as shard_mod
 from cebench.run.grid import Grid, GridOptions
 from cebench.run.isolate import Child, wait_s
 from cebench.run.plan import Plan
-from cebench.store.files import Lock, ResultWriter, check_out, done_keys, one_kind, read_rows
-from cebench.store.schema import Result
+from cebench.store.files import Lock, ResultWriter, check_out, done_keys, one_kind, point_key, read_rows
+from cebench.store.schema import Result, Status
 
 POINT_TIMEOUT_S = 1800.0  # seconds an isolated point may run by default (a 1B-setting compile takes minutes)
 RATE_TIMEOUT_S = 300.0  # seconds the pre-sweep matmul-rate probe may take in a child process
@@ -99,7 +100,7 @@ class Sweep:
         # a sharded point's ranks are processes of their own, bounded as an isolated point is (None: unbounded)
         self.ranks_timeout_s = wait_s(self.timeout_s if self.isolate else POINT_TIMEOUT_S)
         self.default_timeout = point_timeout is None  # the limit is POINT_TIMEOUT_S, the default
-        done = self._take_csv(out, grid, resume=resume, overwrite=overwrite, environ=environ)
+        done, refused = self._take_csv(out, grid, resume=resume, overwrite=overwrite, environ=environ)
         _check_no_process_group(grid)
         _set_threads(threads)
         self.threads = threads
@@ -113,6 +114,8 @@ class Sweep:
         if not self.grid.variants:
             why = "; ".join(f"{name}: {reason}" for name, reason in self.unsupported.items())
             raise UsageError(f"no variant of the sweep can run on {self.device.name} here ({why})", "variant")
+        # a point the CSV holds as unsupported is measured again only where it can run now (a peer installed since)
+        done |= {key for p in everything if (key := point_key(p)) in refused and support.verdict(p).run is not None}
         self.plan: Plan = plan_mod.make(everything, self.shard, done, self.settings.warmup, self.settings.repeats)
         self.points: list[Config] = [p for p in self.plan.points if p.variant.name not in self.unsupported]
         self.warnings: list[str] = []  # what opening the CSV found (a cut-off row, an older header)
@@ -120,9 +123,10 @@ class Sweep:
         self._writer: ResultWriter | None = None
 
     def _take_csv(self, out: Path | str | None, grid: Grid, *, resume: bool, overwrite: bool,
-                  environ: Mapping[str, str]) -> set[tuple[str, ...]]:
+                  environ: Mapping[str, str]) -> tuple[set[tuple[str, ...]], set[tuple[str, ...]]]:
         """Set `path` (and `where`: a line saying where it went), refuse a CSV this sweep cannot write,
-        lock an existing one and read its rows: the keys of its points already done (with `resume`)."""
+        lock an existing one and read its rows: the keys of its points already done, and of those
+        it holds as unsupported (with `resume`; else none)."""
         self.path, self.where = shard_mod.out_path(None if out is None else Path(out), self.shard, environ)
         header = check_out(self.path)  # a foreign or unwritable CSV is refused before torch is even imported
         # --overwrite: the file is replaced by the first new row (`ResultWriter`); until then it is only locked,
@@ -137,9 +141,10 @@ class Sweep:
         if rows is not None:
             one_kind(rows, predictions=False)
         done = done_keys(rows) if resume and rows is not None else set()
+        refused = done_keys(rows, (Status.UNSUPPORTED,)) if resume and rows is not None else set()
         if resume and header is None and not self.path.exists():
             warnings.warn(InputWarning(_no_such_csv(self.path)), stacklevel=3)  # at the caller of `Sweep(...)`
-        return done
+        return done, refused
 
     def _take_gpu(self, environ: Mapping[str, str]) -> int | None:
         """The index of the launcher's GPU for this process, made current unless the sweep isolates

@@ -146,6 +146,14 @@ class World:
         """'--fsdp 2 --tp 4': the options that ask for this world (each split degree's)."""
         return " ".join(f"{BY_NAME[d.name].flag} {n}" for d, n in self.items() if n > 1)
 
+    def asked(self, gpus: bool = False) -> str:
+        """The options that ask for this world as a user gives them: each split degree's
+        (`flags`), or with `gpus`, `--gpus` and the other degrees' ('--gpus 8 --tp 2')."""
+        if not gpus:
+            return self.flags
+        others = [f"{BY_NAME[d.name].flag} {n}" for d, n in self.items() if d.name != REMAINDER and n > 1]
+        return " ".join([f"--gpus {self.size}", *others])
+
     @property
     def titles(self) -> str:
         """'FSDP and TP': the split degrees in a sentence ('' for one device)."""

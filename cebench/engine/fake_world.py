@@ -20,14 +20,12 @@ What the tracker adds (`StorageTracker` applies it):
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from cebench.core.errors import InputWarning
 from cebench.core.patched import resolve
 from cebench.models import tensor_parallel
 from cebench.shims import dtensor
@@ -40,8 +38,9 @@ if TYPE_CHECKING:
 
     from cebench.core.world import World
 
-# Ranks of a fake world beyond which building it earns a word before it starts (`InputWarning`): its process group
-# and device mesh, and each sharded model in it, grow with the ranks (10,000 took about a minute).
+# Ranks of a fake world beyond which building it earns a word before it starts (`InputWarning`, said by the command
+# that asks for it): its process group and device mesh, and each sharded model in it, grow with the ranks (10,000
+# took about a minute).
 NOTICE_RANKS = 1_024
 
 # DTensor's functional collectives (--tp): out of place, each allocates its output, which its wait returns (on a
@@ -208,13 +207,10 @@ def fake_world(world: World) -> Iterator[FakeWorld]:
 
 
 def _open(world: World) -> FakeWorld:
-    """A new fake world of `world`'s ranks (`fake_world`), announced (`InputWarning`) beyond
-    `NOTICE_RANKS` ranks."""
+    """A new fake world of `world`'s ranks (`fake_world`; one beyond `NOTICE_RANKS` ranks is
+    announced by the command that asks for it, `cebench.commands.predict.warn_worlds`)."""
     import torch.distributed as dist
 
-    if world.size > NOTICE_RANKS:
-        warnings.warn(InputWarning(f"{world.flags}: building a fake world of {world.size:,} ranks to predict rank "
-                                   "0's step, which may take minutes (Ctrl-C stops it)"), stacklevel=2)
     if dist.is_initialized():
         raise RuntimeError("a sharded step is predicted in a process outside any process group")
     with excepthook_kept():  # an in-process store: torch 2.8's fake backend still rendezvouses (env://) without one

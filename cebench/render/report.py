@@ -4,7 +4,7 @@ so `sweep`, `predict` and `show` render the same thing; the values come from
 `cebench.analyze.compare.view` (which `show --format csv|json` prints as they are)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,7 @@ def _modeled(kinds: _Kinds) -> bool:
 # what any exact implementation must spend (`cebench.measure.limits`); a model's training step (`--model`): its whole
 # peak, that against the baseline's, and the loss's share of it; predicted rows on a named GPU: the time model's step
 # time (`cebench.core.timemodel`), never a measured column.
+_STATUS = Column("status", "status", right=False, read=_status)
 _COLUMNS: tuple[Column, ...] = (
     Column("variant", "variant", right=False, read=lambda r: r.row["variant"]),
     Column("ce_chunk", "chunk", read=lambda r: "" if pd.isna(r.row["ce_chunk"]) else f"{int(r.row['ce_chunk']):,}"),
@@ -123,7 +124,7 @@ _COLUMNS: tuple[Column, ...] = (
            when=_predicted),
     Column("predicted_tokens_per_s", "pred. tokens/s", priority=5, when=_predicted,
            read=lambda r: _count(r.value("predicted_tokens_per_s"))),
-    Column("status", "status", right=False, read=_status),
+    _STATUS,
 )
 
 
@@ -154,18 +155,27 @@ def shape_label(row: Mapping[str, object], multi: bool = True) -> str:
     return heading(row) + (f" · {row['workload']} {row['device']} {row['dtype']}" if multi else "")
 
 
-def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | None = None) -> Table:
+def _raw(key: str) -> Column:
+    """A column that shows the CSV's own cell of `key` as it is (`show --columns` asks for any)."""
+    return Column(key, key, read=lambda r: "" if pd.isna(value := r.row.get(key)) else f"{value}")
+
+
+def results_table(frame: pd.DataFrame, title: str | None = None, unit: str | None = None,
+                  raw: Sequence[str] = ()) -> Table:
     """`frame` (a results CSV's rows) as a `Table`: one group per shape, one row per
     variant and ce_chunk, memory in binary units, the median time marked `~` when noisy.
     Time columns are left out when no row was timed (predictions); why a row is not ok
     is numbered in the status column and spelled out below, as is an ok row's note (what
     the implementation warned, an interpreter). `unit`: memory in that unit
-    (`cebench.core.units.BYTE_UNITS`) rather than each cell's own."""
+    (`cebench.core.units.BYTE_UNITS`) rather than each cell's own. `raw`: the CSV's own columns
+    to show too, each as its cells are (before the status)."""
     rows = view(frame)
     timed = rows["time_ms_median"].notna().any()
     predicted = rows["predicted_time_ms"].notna().any()
     modeled = rows["step_peak_bytes"].notna().any()
-    table = Table.of(_COLUMNS, _Kinds(timed, predicted, modeled), title=title)
+    kinds = _Kinds(timed, predicted, modeled)
+    shown = [c for c in _COLUMNS if c is not _STATUS] + [_raw(k) for k in raw if k not in column_keys(None)]
+    table = Table.of([*shown, _STATUS], kinds, title=title)
     multi = frame[["workload", "device", "dtype"]].drop_duplicates().shape[0] > 1
     reasons: list[str] = []
     shape = None

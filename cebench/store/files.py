@@ -408,8 +408,8 @@ def one_kind(rows: Rows, predictions: bool) -> None:
         raise UsageError(f"{rows.path} holds {held} (line {line}): {given} go in a CSV of their own", "out")
 
 
-def done_keys(rows: Rows) -> set[tuple[str, ...]]:
-    """Keys (`point_key`) of the points measured in `rows` with a status in `DONE`
-    (predicted rows do not count)."""
+def done_keys(rows: Rows, statuses: tuple[str, ...] = DONE) -> set[tuple[str, ...]]:
+    """Keys (`point_key`) of the points measured in `rows` with a status in `statuses`
+    (default `DONE`; predicted rows do not count)."""
     return {tuple(r.get(c, BEFORE.get(c, "")) for c in KEY_COLUMNS) for r in rows.rows
-            if r["status"] in DONE and not predicted(r)}
+            if r["status"] in statuses and not predicted(r)}
