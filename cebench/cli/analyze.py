@@ -10,7 +10,7 @@ import typer
 from rich.text import Text
 
 from cebench.cli.app import check_columns, command, err, out, print_table, user_prints_to_stderr
-from cebench.cli.options import MemoryUnit, Wide
+from cebench.cli.options import COLUMNS_HELP, LIST, MemoryUnit, Wide
 from cebench.core.axes import X_AXES
 from cebench.core.errors import UsageError
 from cebench.core.units import parse_bytes
@@ -50,9 +50,7 @@ def show(
     unit: MemoryUnit = None,
     wide: Wide = False,
     columns: Annotated[str | None, typer.Option(
-        metavar="LIST", help="Show these columns besides the ones always shown, comma-separated by key (the footer "
-                             "of a narrow table names the keys it left out), or any column of the CSV "
-                             "(--columns fsdp,tp).")] = None,
+        metavar=LIST, help=f"{COLUMNS_HELP} Any column of the CSV too (--columns fsdp,tp).")] = None,
 ) -> None:
     if fmt not in FORMATS:
         raise UsageError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")

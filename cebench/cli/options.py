@@ -107,9 +107,9 @@ MemoryUnit = Annotated[str | None, typer.Option(
     callback=lambda value: parse_unit(value),  # parsed once for every command: its spelling, or None for auto
     help="Print memory in this unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (of 1024); auto: each "
          "number in the binary unit that reads best. Default: auto.")]
-Columns = Annotated[str | None, typer.Option(
-    metavar=LIST, help="Show these columns besides the ones always shown, comma-separated by key (the footer "
-                       "of a narrow table names the keys it left out).")]
+COLUMNS_HELP = ("Show these columns besides the ones always shown, comma-separated by key (the footer of a narrow "
+                "table names the keys it left out).")
+Columns = Annotated[str | None, typer.Option(metavar=LIST, help=COLUMNS_HELP)]
 
 
 

@@ -72,8 +72,7 @@ def _explain(device: str | None, meta: bool, target: str | None, grid: dict[str,
         options = options.given(batch=str(max(BY_NAME["batch"].default(here.kind))))
     points = options.grid(here)
     if points.model[0] != NO_MODEL:
-        warn_worlds(points.expand(), options, "explain")
-        return _anatomies(points)
+        return _anatomies(points, options)
 
     from cebench.analyze.explain import Unexplainable
     from cebench.analyze.explain import explain as explain_point
@@ -94,16 +93,19 @@ def _label(point: Config) -> str:
     return point.variant.name if point.ce_chunk is None else f"{point.variant.name} ce_chunk={point.ce_chunk}"
 
 
-def _anatomies(points: Any) -> Explained:
-    """`explain` of a model's training step: each point's `Anatomy`, on meta."""
+def _anatomies(points: Any, options: GridOptions) -> Explained:
+    """`explain` of a model's training step: each point's `Anatomy`, on meta (its world
+    announced as `options` asked for it, where it is large: `warn_worlds`)."""
     from cebench.analyze.anatomy import anatomy
     from cebench.engine import support
     from cebench.engine.fake_world import session
 
     variants.smoke_test(points.variants, devices.HOST)
+    expanded = points.expand()
+    warn_worlds(expanded, options, "explain")
     done, skipped = [], {}
     with session():  # the points' sharded steps share their fake world and models
-        for point in points.expand():
+        for point in expanded:
             # what cannot be predicted (its step's settings, or its loss alone) cannot be taken apart
             why = support.reason(point, predicted=True)
             if why is None:

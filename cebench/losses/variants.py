@@ -171,7 +171,6 @@ class Variant(ByName):
     def __reduce__(self) -> tuple[Callable[[str], Variant], tuple[str]]:
         return _unpickled, (self.spec or self.name,)
 
-
     @property
     def workloads(self) -> tuple[str, ...]:
         """The workloads it runs: its own, and the logits workload where it has a `logits_fn`."""

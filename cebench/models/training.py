@@ -36,6 +36,7 @@ from cebench.shims.torch_names import dynamo_reset, foreach_devices
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+
 @dataclass
 class Training:
     """A model's training state: its body and head (`built`), `optimizer` (None: none), the
